@@ -1,0 +1,305 @@
+"""The kernel DAG of one transformer layer (paper Figures 8 and 12), vectorised over requests.
+
+The DAG is declared as data (:data:`KERNELS` and :func:`layer_edges`, op -> inputs in the
+LLM-Viewer style). :class:`LayerBatch` holds the shapes of many requests as NumPy arrays;
+:func:`analyze_layers` computes every kernel's cost and roofline in both phases at once, and
+:func:`analyze_layer` gives the DAG of one request as plain data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmco2.analytic import kernels as K
+from llmco2.analytic.roofline import BOUNDS, RooflinePoint, roofline_point
+from llmco2.specs.gpus import GPU
+from llmco2.specs.models import ModelArch
+from llmco2.specs.requests import Request, validate_request
+
+Array = NDArray[np.float64]
+PHASES = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A node type of the layer DAG: its name, kind and the kernels whose outputs it reads."""
+
+    name: str
+    kind: str
+    inputs: tuple[str, ...]
+
+
+#: Every kernel a layer can hold, in execution order, with its inputs (the superset of all
+#: variants; :func:`present_kernels` picks those of one request).
+KERNELS: tuple[KernelSpec, ...] = (
+    KernelSpec("norm_attn", "norm", ()),
+    KernelSpec("q_proj", "linear", ("norm_attn",)),
+    KernelSpec("k_proj", "linear", ("norm_attn",)),
+    KernelSpec("v_proj", "linear", ("norm_attn",)),
+    KernelSpec("fuse_attn", "attention", ("q_proj", "k_proj", "v_proj")),
+    KernelSpec("matmul_qk", "matmul", ("q_proj", "k_proj")),
+    KernelSpec("softmax", "softmax", ("matmul_qk",)),
+    KernelSpec("matmul_sv", "matmul", ("softmax", "v_proj")),
+    KernelSpec("out_proj", "linear", ("fuse_attn", "matmul_sv")),
+    KernelSpec("all_reduce_attn", "all_reduce", ("out_proj",)),
+    KernelSpec("add_attn", "add", ("all_reduce_attn|out_proj",)),
+    KernelSpec("norm_mlp", "norm", ("add_attn",)),
+    KernelSpec("router", "router", ("norm_mlp",)),
+    KernelSpec("gate_proj", "linear", ("norm_mlp", "router")),
+    KernelSpec("up_proj", "linear", ("norm_mlp", "router")),
+    KernelSpec("act_mlp", "activation", ("gate_proj", "up_proj")),
+    KernelSpec("down_proj", "linear", ("act_mlp",)),
+    KernelSpec("all_reduce_mlp", "all_reduce", ("down_proj",)),
+    KernelSpec("add_mlp", "add", ("all_reduce_mlp|down_proj", "add_attn")),
+)
+KERNEL_NAMES: tuple[str, ...] = tuple(k.name for k in KERNELS)
+KERNEL_KINDS: tuple[str, ...] = ("norm", "linear", "attention", "matmul", "softmax", "add", "router", "activation", "all_reduce")
+_SPEC = {k.name: k for k in KERNELS}
+
+
+@dataclass(frozen=True)
+class LayerBatch:
+    """Shapes of ``n`` (model, request, GPU) triples as arrays of shape ``(n,)``.
+
+    Sizes are element counts, ``*_bytes`` bytes per element, ``peak_ops_per_s`` the GPU's dense
+    peak in the request's compute dtype, bandwidths in bytes/s.
+    """
+
+    batch: Array
+    prompt: Array
+    generated: Array
+    tp: Array
+    hidden: Array
+    intermediate: Array
+    heads: Array
+    kv_heads: Array
+    head_dim: Array
+    vocab: Array
+    layers: Array
+    experts: Array
+    experts_per_token: Array
+    shared_experts: Array
+    gated: NDArray[np.bool_]
+    layernorm: NDArray[np.bool_]
+    parallel_attention: NDArray[np.bool_]
+    flash: NDArray[np.bool_]
+    causal: NDArray[np.bool_]
+    w_bytes: Array
+    a_bytes: Array
+    kv_bytes: Array
+    peak_ops_per_s: Array
+    mem_bw_bytes_per_s: Array
+    net_bw_bytes_per_s: Array
+    params: Array
+    num_gpus: Array
+    mem_capacity_bytes: Array
+
+    def __len__(self) -> int:
+        return int(self.batch.shape[0])
+
+    @property
+    def moe(self) -> NDArray[np.bool_]:
+        return self.experts > 1
+
+    @classmethod
+    def from_items(cls, items: Iterable[tuple[ModelArch, Request, GPU]], validate: bool = True) -> LayerBatch:
+        """Stack (arch, request, gpu) triples; ``validate`` checks each with `validate_request`."""
+        cols: dict[str, list[Any]] = {f.name: [] for f in fields(cls)}
+        for arch, req, gpu in items:
+            if validate:
+                validate_request(req, arch, gpu)
+            row = {
+                "batch": req.batch_size, "prompt": req.prompt_tokens, "generated": req.generated_tokens,
+                "tp": req.tensor_parallel, "hidden": arch.hidden_size, "intermediate": arch.intermediate_size,
+                "heads": arch.num_heads, "kv_heads": arch.num_kv_heads, "head_dim": arch.head_dim,
+                "vocab": arch.vocab_size, "layers": arch.num_layers, "experts": arch.num_experts,
+                "experts_per_token": arch.experts_per_token, "shared_experts": arch.num_shared_experts,
+                "gated": arch.mlp_gated, "layernorm": arch.norm_type == "layernorm",
+                "parallel_attention": arch.parallel_attention, "flash": req.flash_attention, "causal": req.causal,
+                "w_bytes": req.weight_bytes, "a_bytes": req.activation_bytes, "kv_bytes": req.kv_bytes,
+                "peak_ops_per_s": gpu.peak_ops_per_s(req.compute_dtype),  # type: ignore[arg-type]
+                "mem_bw_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
+                "net_bw_bytes_per_s": gpu.interconnect_bytes_per_s,
+                "params": arch.param_count(), "num_gpus": req.num_gpus, "mem_capacity_bytes": gpu.memory_bytes,
+            }
+            for key, value in row.items():
+                cols[key].append(value)
+        bools = {"gated", "layernorm", "parallel_attention", "flash", "causal"}
+        return cls(**{k: np.asarray(v, dtype=bool if k in bools else np.float64) for k, v in cols.items()})
+
+
+def present_kernels(batch: LayerBatch) -> dict[str, NDArray[np.bool_]]:
+    """Which kernels each request's layer holds (bool array per kernel name)."""
+    ones = np.ones(len(batch), dtype=bool)
+    multi = batch.tp > 1
+    return {
+        "norm_attn": ones, "q_proj": ones, "k_proj": ones, "v_proj": ones,
+        "fuse_attn": batch.flash, "matmul_qk": ~batch.flash, "softmax": ~batch.flash, "matmul_sv": ~batch.flash,
+        "out_proj": ones, "all_reduce_attn": multi, "add_attn": ones, "norm_mlp": ones,
+        "router": batch.moe, "gate_proj": batch.gated, "up_proj": ones, "act_mlp": ones, "down_proj": ones,
+        "all_reduce_mlp": multi, "add_mlp": ones,
+    }
+
+
+def layer_costs(b: LayerBatch, phase: str) -> dict[str, K.KernelCost]:
+    """Every kernel's cost in ``phase`` for every request (absent kernels included; mask with
+    :func:`present_kernels`). Ops and bytes are per GPU for the whole phase."""
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+    tokens = K.phase_tokens(b.batch, b.prompt, b.generated, phase)
+    passes = K.weight_passes(b.generated, phase)
+    per_pass = tokens / np.where(passes > 0, passes, 1.0)
+    q_dim = b.heads * b.head_dim
+    kv_dim = b.kv_heads * b.head_dim
+    pairs = K.attended_positions(b.prompt, b.generated, phase, b.causal)
+    flash_kv = K.flash_kv_positions(b.prompt, b.generated, phase, b.causal)
+    plain_kv = b.prompt if phase == "prefill" else pairs
+    w, a, kv, tp = b.w_bytes, b.a_bytes, b.kv_bytes, b.tp
+    active = b.experts_per_token + b.shared_experts
+    moe_args = (per_pass, b.experts, b.experts_per_token, b.shared_experts, w, a)
+    return {
+        "norm_attn": K.norm_cost(tokens, b.hidden, a, b.layernorm),
+        "q_proj": K.linear_cost(tokens, b.hidden, q_dim, tp, passes, w, a, split="column"),
+        "k_proj": K.linear_cost(tokens, b.hidden, kv_dim, tp, passes, w, a, kv, split="column", stores_kv=True),
+        "v_proj": K.linear_cost(tokens, b.hidden, kv_dim, tp, passes, w, a, kv, split="column", stores_kv=True),
+        "fuse_attn": K.fused_attention_cost(b.batch, tokens, pairs, flash_kv, b.heads, b.kv_heads, b.head_dim, tp, a, kv),
+        "matmul_qk": K.matmul_qk_cost(b.batch, tokens, pairs, plain_kv, b.heads, b.kv_heads, b.head_dim, tp, a, kv),
+        "softmax": K.softmax_cost(b.batch, pairs, b.heads, tp, a),
+        "matmul_sv": K.matmul_sv_cost(b.batch, tokens, pairs, plain_kv, b.heads, b.kv_heads, b.head_dim, tp, a, kv),
+        "out_proj": K.linear_cost(tokens, q_dim, b.hidden, tp, passes, w, a, split="row"),
+        "all_reduce_attn": K.all_reduce_cost(tokens, b.hidden, tp, a),
+        "add_attn": K.residual_add_cost(tokens, b.hidden, a),
+        "norm_mlp": K.norm_cost(tokens, b.hidden, a, b.layernorm),
+        "router": K.linear_cost(tokens, b.hidden, np.where(b.moe, b.experts, 0.0), tp, passes, w, a, split="replicated"),
+        "gate_proj": K.expert_linear_cost(tokens, b.hidden, b.intermediate, tp, passes, *moe_args, split="column"),
+        "up_proj": K.expert_linear_cost(tokens, b.hidden, b.intermediate, tp, passes, *moe_args, split="column"),
+        "act_mlp": K.mlp_activation_cost(tokens, b.intermediate, tp, active, a, b.gated),
+        "down_proj": K.expert_linear_cost(tokens, b.intermediate, b.hidden, tp, passes, *moe_args, split="row"),
+        "all_reduce_mlp": K.all_reduce_cost(tokens, b.hidden, tp, a),
+        "add_mlp": K.residual_add_cost(tokens, b.hidden, a),
+    }
+
+
+@dataclass(frozen=True)
+class LayerAnalysis:
+    """Costs and rooflines of every kernel of a layer for ``n`` requests, both phases.
+
+    ``costs[phase][kernel]`` and ``roofline[phase][kernel]`` are arrays over requests;
+    absent kernels (``present[kernel]`` false) hold zeros.
+    """
+
+    batch: LayerBatch
+    present: dict[str, NDArray[np.bool_]]
+    costs: dict[str, dict[str, K.KernelCost]]
+    roofline: dict[str, dict[str, RooflinePoint]]
+
+    def total(self, phase: str, quantity: str = "ops") -> Array:
+        """Sum of ``quantity`` (a `KernelCost` field, ``mem_bytes``, or ``time_s``) over the layer."""
+        out = np.zeros(len(self.batch))
+        for name in KERNEL_NAMES:
+            if quantity == "time_s":
+                value = self.roofline[phase][name].time_s
+            else:
+                value = getattr(self.costs[phase][name], quantity)
+            out = out + np.where(self.present[name], value, 0.0)
+        return out
+
+
+def analyze_layers(batch: LayerBatch) -> LayerAnalysis:
+    """Costs and roofline of every kernel, both phases, all requests at once."""
+    present = present_kernels(batch)
+    zero = np.zeros(len(batch))
+    costs: dict[str, dict[str, K.KernelCost]] = {}
+    roof: dict[str, dict[str, RooflinePoint]] = {}
+    for phase in PHASES:
+        raw = layer_costs(batch, phase)
+        costs[phase] = {n: c if _all(present[n]) else c.scaled(present[n]) for n, c in raw.items()}
+        roof[phase] = {
+            n: roofline_point(c.ops, c.mem_bytes, c.net_bytes + zero, batch.peak_ops_per_s, batch.mem_bw_bytes_per_s,
+                              batch.net_bw_bytes_per_s, network_kernel=_SPEC[n].kind == "all_reduce")
+            for n, c in costs[phase].items()
+        }
+    return LayerAnalysis(batch, present, costs, roof)
+
+
+def _all(mask: NDArray[np.bool_]) -> bool:
+    return bool(np.all(mask))
+
+
+def layer_edges(present: dict[str, bool]) -> list[tuple[str, str]]:
+    """Data-dependency edges ``(src, dst)`` among the present kernels of one layer.
+
+    An input written ``"a|b"`` reads ``a`` when present, else ``b`` (the all-reduce sits between
+    a row-parallel projection and its residual add only with more than one GPU).
+    """
+    edges: list[tuple[str, str]] = []
+    for spec in KERNELS:
+        if not present.get(spec.name):
+            continue
+        for inp in spec.inputs:
+            src = next((alt for alt in inp.split("|") if present.get(alt)), None)
+            if src is not None:
+                edges.append((src, spec.name))
+    return edges
+
+
+def _edges_for(present: dict[str, bool], parallel_attention: bool) -> list[tuple[str, str]]:
+    edges = layer_edges(present)
+    if parallel_attention:  # attention and MLP both read the layer input: norm_mlp has no producer
+        edges = [e for e in edges if e != ("add_attn", "norm_mlp")]
+    return edges
+
+
+def _number(x: float) -> int | float:
+    """JSON-friendly number: an int when the value is whole (and finite)."""
+    value = float(x)
+    if np.isfinite(value) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value if np.isfinite(value) else None  # type: ignore[return-value]
+
+
+def phase_record(analysis: LayerAnalysis, phase: str, name: str, i: int = 0) -> dict[str, Any]:
+    """One kernel's features in one phase for request ``i`` (the DESIGN.md layer JSON)."""
+    c = analysis.costs[phase][name]
+    r = analysis.roofline[phase][name]
+    return {
+        "ops": _number(c.ops[i]),
+        "mem_bytes": _number(c.mem_bytes[i]),
+        "net_bytes": _number(c.net_bytes[i]),
+        "perf": _number(r.perf_ops_per_s[i]),
+        "intensity": _number(r.intensity[i]),
+        "time_s": float(r.time_s[i]),
+        "bound": BOUNDS[int(r.bound[i])],
+        "weight_bytes": _number(c.weight_bytes[i]),
+        "act_load_bytes": _number(c.act_load_bytes[i]),
+        "act_store_bytes": _number(c.act_store_bytes[i]),
+        "kv_load_bytes": _number(c.kv_load_bytes[i]),
+        "kv_store_bytes": _number(c.kv_store_bytes[i]),
+    }
+
+
+def layer_graph(analysis: LayerAnalysis, i: int = 0) -> dict[str, Any]:
+    """Nodes and edges of request ``i``'s layer: ``{"nodes": [...], "edges": [[src, dst], ...]}``."""
+    present = {n: bool(analysis.present[n][i]) for n in KERNEL_NAMES}
+    nodes = [
+        {"name": spec.name, "kind": spec.kind, **{p: phase_record(analysis, p, spec.name, i) for p in PHASES}}
+        for spec in KERNELS
+        if present[spec.name]
+    ]
+    edges = _edges_for(present, bool(analysis.batch.parallel_attention[i]))
+    return {"nodes": nodes, "edges": [list(e) for e in edges]}
+
+
+def analyze_layer(arch: ModelArch, request: Request, gpu: GPU) -> LayerAnalysis:
+    """Validate one request and analyse its layer (a batch of one)."""
+    return analyze_layers(LayerBatch.from_items([(arch, request, gpu)]))
+
+
+def stack(items: Sequence[tuple[ModelArch, Request, GPU]]) -> LayerBatch:
+    """Shorthand for :meth:`LayerBatch.from_items`."""
+    return LayerBatch.from_items(items)

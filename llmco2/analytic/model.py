@@ -1,0 +1,104 @@
+"""Whole-model view of a request: every layer plus embedding, final norm and LM head.
+
+Totals are over all GPUs of the request; ``time_s`` is the request's time at the roofline
+(kernels run one after another, layers and pipeline stages in sequence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmco2.analytic import kernels as K
+from llmco2.analytic.layer import KERNEL_NAMES, PHASES, LayerAnalysis, LayerBatch, _number
+from llmco2.analytic.roofline import roofline_point
+
+Array = NDArray[np.float64]
+QUANTITIES = ("ops", "mem_bytes", "net_bytes", "time_s")
+
+
+def head_costs(b: LayerBatch, phase: str) -> dict[str, K.KernelCost]:
+    """Embedding lookup, final norm and LM head of one phase, per GPU.
+
+    The LM head is vocabulary-parallel (split over ``tp``) and, as serving engines do, runs on the
+    last prompt position only in prefill (``B`` rows) and on every decode step (``B`` rows each).
+    The embedding gather is split over ``tp`` too (vocabulary-parallel embedding).
+    """
+    tokens = K.phase_tokens(b.batch, b.prompt, b.generated, phase)
+    passes = K.weight_passes(b.generated, phase)
+    head_rows = b.batch if phase == "prefill" else tokens
+    return {
+        "embedding": K.embedding_cost(tokens / b.tp, b.hidden, b.w_bytes, b.a_bytes),
+        "final_norm": K.norm_cost(tokens, b.hidden, b.a_bytes, b.layernorm),
+        "lm_head": K.linear_cost(head_rows, b.hidden, b.vocab, b.tp, passes, b.w_bytes, b.a_bytes, split="column"),
+    }
+
+
+@dataclass(frozen=True)
+class ModelTotals:
+    """Whole-request totals per phase (arrays over requests).
+
+    ``totals[phase][q]`` for q in ops, mem_bytes, net_bytes (summed over all GPUs) and time_s;
+    ``kernel_time_s[phase][kernel]`` is the time spent in each layer kernel over all layers.
+    """
+
+    totals: dict[str, dict[str, Array]]
+    kernel_time_s: dict[str, dict[str, Array]]
+    weight_bytes_per_gpu: Array
+    kv_cache_bytes_per_gpu: Array
+    fits_in_memory: NDArray[np.bool_]
+
+
+def model_totals(analysis: LayerAnalysis) -> ModelTotals:
+    """Sum the layer over ``num_layers`` and add the embedding/LM-head work, both phases."""
+    b = analysis.batch
+    totals: dict[str, dict[str, Array]] = {}
+    kernel_time: dict[str, dict[str, Array]] = {}
+    for phase in PHASES:
+        heads = head_costs(b, phase)
+        head_ops = sum((c.ops for c in heads.values()), np.zeros(len(b)))
+        head_mem = sum((c.mem_bytes for c in heads.values()), np.zeros(len(b)))
+        head_time = sum(
+            (roofline_point(c.ops, c.mem_bytes, 0.0, b.peak_ops_per_s, b.mem_bw_bytes_per_s, b.net_bw_bytes_per_s, False).time_s
+             for c in heads.values()),
+            np.zeros(len(b)),
+        )
+        totals[phase] = {
+            "ops": (analysis.total(phase, "ops") * b.layers + head_ops) * b.tp,
+            "mem_bytes": (analysis.total(phase, "mem_bytes") * b.layers + head_mem) * b.tp,
+            "net_bytes": analysis.total(phase, "net_bytes") * b.layers * b.tp,
+            "time_s": analysis.total(phase, "time_s") * b.layers + head_time,
+        }
+        kernel_time[phase] = {
+            n: np.where(analysis.present[n], analysis.roofline[phase][n].time_s, 0.0) * b.layers for n in KERNEL_NAMES
+        }
+        for name, cost in heads.items():
+            kernel_time[phase][name] = roofline_point(cost.ops, cost.mem_bytes, 0.0, b.peak_ops_per_s,
+                                                      b.mem_bw_bytes_per_s, b.net_bw_bytes_per_s, False).time_s
+    weights = b.params * b.w_bytes / b.num_gpus
+    kv = 2.0 * b.layers * b.batch * (b.prompt + b.generated) * b.kv_heads * b.head_dim * b.kv_bytes / b.num_gpus
+    return ModelTotals(totals, kernel_time, weights, kv, weights + kv <= b.mem_capacity_bytes)
+
+
+def summary_record(analysis: LayerAnalysis, totals: ModelTotals, i: int = 0, top: int = 3) -> dict[str, Any]:
+    """Readable whole-model summary of request ``i``: totals, dominant phase and kernels, memory."""
+    out: dict[str, Any] = {}
+    for phase in PHASES:
+        rec = {q: _number(totals.totals[phase][q][i]) if q != "time_s" else float(totals.totals[phase][q][i]) for q in QUANTITIES}
+        times = {n: float(t[i]) for n, t in totals.kernel_time_s[phase].items() if float(t[i]) > 0}
+        total_t = sum(times.values()) or 1.0
+        rec["dominant_kernels"] = [
+            {"name": n, "share_of_time": round(t / total_t, 4)}
+            for n, t in sorted(times.items(), key=lambda kv: -kv[1])[:top]
+        ]
+        out[phase] = rec
+    pre, dec = (float(totals.totals[p]["time_s"][i]) for p in PHASES)
+    out["dominant_phase"] = "prefill" if pre >= dec else "decode"
+    out["time_s"] = pre + dec
+    out["weight_bytes_per_gpu"] = _number(totals.weight_bytes_per_gpu[i])
+    out["kv_cache_bytes_per_gpu"] = _number(totals.kv_cache_bytes_per_gpu[i])
+    out["fits_in_memory"] = bool(totals.fits_in_memory[i])
+    return out

@@ -1,0 +1,318 @@
+"""The ``llmco2`` command.
+
+Bad input never produces a traceback: exit code 2 and one line on stderr saying what is wrong
+and what would be right.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from llmco2 import __version__
+from llmco2.errors import InvalidInputError
+
+log = logging.getLogger(__name__)
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error message and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+# -- argument groups -------------------------------------------------------------------------------
+def _add_request_args(p: argparse.ArgumentParser, single: bool = True) -> None:
+    if single:
+        p.add_argument("--model", required=True, help="model id (e.g. llama3.1-8b) or path to a HF config.json")
+        p.add_argument("--gpu", required=True, help="GPU id (e.g. a100-80gb, h100)")
+        p.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs serving the request (default 1)")
+        p.add_argument("--tp", type=int, default=None, metavar="N", help="tensor-parallel degree (default: --gpus)")
+        p.add_argument("--batch-size", type=int, required=True, metavar="B")
+        p.add_argument("--prompt-tokens", type=int, required=True, metavar="L")
+        p.add_argument("--gen-tokens", type=int, required=True, metavar="N", help="generated tokens (the first comes from prefill)")
+    p.add_argument("--flash-attention", action=argparse.BooleanOptionalAction, default=True,
+                   help="fused attention kernel (default) or matmul_qk/softmax/matmul_sv")
+    p.add_argument("--dtype", default="fp16", metavar="DTYPE", help="weight dtype: fp32, fp16, bf16, fp8, int8, int4 (default fp16)")
+    p.add_argument("--act-dtype", default=None, metavar="DTYPE", help="activation dtype (default: fp16/bf16 as the weights)")
+    p.add_argument("--kv-dtype", default=None, metavar="DTYPE", help="KV-cache dtype (default: activation dtype)")
+    p.add_argument("--causal", action="store_true", help="count prefill attention over the causal triangle, not the full square")
+    p.add_argument("--ignore-context", action="store_true", help="allow prompt + generated tokens beyond the model's context")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="llmco2", description="Predict the energy and carbon of LLM inference requests.")
+    parser.add_argument("--version", action="version", version=f"llmco2 {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    analyze = sub.add_parser("analyze", help="analytic cost of kernels, layers and models")
+    asub = analyze.add_subparsers(dest="what", required=True, parser_class=_Parser)
+
+    att = asub.add_parser("attention", help="per-chip cost of one attention block under TP/CP (seed 003 rules)")
+    att.add_argument("--hidden-size", type=int, required=True)
+    att.add_argument("--num-heads", type=int, required=True)
+    att.add_argument("--batch-size", type=int, required=True)
+    att.add_argument("--seq-len", type=int, required=True, help="prompt length (prefill) or past cached length (decode)")
+    att.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
+    att.add_argument("--new-tokens", type=int, default=1)
+    att.add_argument("--tp", type=int, default=1)
+    att.add_argument("--cp", type=int, default=1)
+    att.add_argument("--cp-mode", choices=("kv-sharded", "kv-allgather"), default="kv-sharded")
+    att.add_argument("--decode-projections", choices=("qkv", "q", "none"), default="qkv")
+    att.add_argument("--kv-len", choices=("total", "past"), default="total")
+    att.add_argument("--no-materialize-hidden", dest="materialize_hidden", action="store_false")
+    att.add_argument("--bytes-per-elem", type=int, default=2)
+    att.add_argument("--softmax-stat-bytes", type=int, default=4)
+    att.add_argument("--json", action="store_true")
+
+    layer = asub.add_parser("layer", help="kernel DAG of one transformer layer, prefill and decode features")
+    _add_request_args(layer)
+    layer.add_argument("--requests", default=None, help=argparse.SUPPRESS)
+
+    model = asub.add_parser("model", help="whole-model summary of a request: totals, time at roofline, dominant kernels")
+    _add_request_args(model)
+
+    batch = asub.add_parser("batch", help="vectorised analysis of many requests from a CSV")
+    batch.add_argument("--requests", required=True, metavar="CSV",
+                       help="columns model, gpu, num_gpus, batch_size, prompt_tokens, generated_tokens "
+                            "[, tensor_parallel, dtype, flash_attention]")
+    batch.add_argument("--out", required=True, metavar="CSV", help="output CSV: inputs plus per-phase totals")
+    _add_request_args(batch, single=False)
+
+    cat = sub.add_parser("catalog", help="list the GPUs and models llmco2 knows")
+    cat.add_argument("which", choices=("gpus", "models"))
+    cat.add_argument("--json", action="store_true")
+    return parser
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def _request_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    from llmco2.specs import Request, get_gpu, get_model, validate_request
+
+    arch = get_model(args.model)
+    gpu = get_gpu(args.gpu)
+    req = Request(
+        batch_size=args.batch_size, prompt_tokens=args.prompt_tokens, generated_tokens=args.gen_tokens,
+        num_gpus=args.gpus, tensor_parallel=args.tp, weight_dtype=args.dtype, activation_dtype=args.act_dtype,
+        kv_dtype=args.kv_dtype, flash_attention=args.flash_attention, causal=args.causal,
+    )
+    validate_request(req, arch, gpu, check_context=not args.ignore_context)
+    return arch, req, gpu
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+
+
+def _fmt(value: float, unit: str) -> str:
+    if value is None:
+        return "-"
+    v = float(value)
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+def _fmt_time(seconds: float) -> str:
+    s = float(seconds)
+    if s == 0:
+        return "0"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+# -- commands --------------------------------------------------------------------------------------
+def cmd_analyze_attention(args: argparse.Namespace) -> int:
+    from llmco2.analytic.parallel import attention_cost
+
+    cost = attention_cost(
+        hidden_size=args.hidden_size, num_heads=args.num_heads, batch_size=args.batch_size, seq_len=args.seq_len,
+        phase=args.phase, new_tokens=args.new_tokens, tp=args.tp, cp=args.cp, cp_mode=args.cp_mode,
+        decode_projections=args.decode_projections, kv_len=args.kv_len, materialize_hidden=args.materialize_hidden,
+        bytes_per_elem=args.bytes_per_elem, softmax_stat_bytes=args.softmax_stat_bytes,
+    )
+    if args.json:
+        _print_json(cost.to_dict())
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Attention block, {args.phase}, tp={args.tp} cp={args.cp}")
+    table.add_column("metric")
+    table.add_column("per chip", justify="right")
+    table.add_column("total", justify="right")
+    d = cost.to_dict()
+    for key, unit in (("flops", "FLOP"), ("weight_memory", "B"), ("activation_memory", "B"), ("kv_cache", "B")):
+        table.add_row(key, f"{d[key + '_per_chip']:,}", f"{d[key + '_total']:,}")
+    table.add_row("communication_bytes", f"{d['communication_bytes']:,}", "")
+    Console().print(table)
+    return 0
+
+
+def _layer_payload(arch: Any, req: Any, gpu: Any) -> dict[str, Any]:
+    from llmco2.analytic.features import global_features
+    from llmco2.analytic.layer import analyze_layer, layer_graph
+    from llmco2.analytic.model import model_totals, summary_record
+
+    analysis = analyze_layer(arch, req, gpu)
+    totals = model_totals(analysis)
+    graph = layer_graph(analysis)
+    return {
+        "model": arch.id,
+        "gpu": gpu.id,
+        **graph,
+        "global": global_features(arch, req, gpu, analysis, totals),
+        "summary": summary_record(analysis, totals),
+    }
+
+
+def _print_summary(console: Any, summary: dict[str, Any], title: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("phase", "ops", "memory", "network", "time at roofline", "dominant kernels"):
+        table.add_column(col, justify="left" if col in ("phase", "dominant kernels") else "right")
+    for phase in ("prefill", "decode"):
+        rec = summary[phase]
+        dom = ", ".join(f"{k['name']} {k['share_of_time']:.0%}" for k in rec["dominant_kernels"])
+        table.add_row(phase, _fmt(rec["ops"], "OP"), _fmt(rec["mem_bytes"], "B"), _fmt(rec["net_bytes"], "B"),
+                      _fmt_time(rec["time_s"]), dom)
+    console.print(table)
+    console.print(
+        f"Request time at roofline {_fmt_time(summary['time_s'])}, dominated by {summary['dominant_phase']}; "
+        f"weights {_fmt(summary['weight_bytes_per_gpu'], 'B')} + KV cache {_fmt(summary['kv_cache_bytes_per_gpu'], 'B')} "
+        f"per GPU: {'fits' if summary['fits_in_memory'] else 'does NOT fit'} in GPU memory."
+    )
+
+
+def cmd_analyze_layer(args: argparse.Namespace) -> int:
+    arch, req, gpu = _request_from_args(args)
+    payload = _layer_payload(arch, req, gpu)
+    if args.json:
+        _print_json(payload)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for phase in ("prefill", "decode"):
+        steps = "1 forward pass" if phase == "prefill" else f"{req.decode_steps} steps"
+        table = Table(title=f"{phase}: one layer of {arch.id} on {req.num_gpus} x {gpu.id} (per GPU, {steps})")
+        for col in ("kernel", "kind", "ops", "weights", "activations", "KV cache", "network", "ops/byte", "perf", "time", "bound"):
+            table.add_column(col, justify="left" if col in ("kernel", "kind", "bound") else "right")
+        for node in payload["nodes"]:
+            rec = node[phase]
+            acts = rec["act_load_bytes"] + rec["act_store_bytes"]
+            kv = rec["kv_load_bytes"] + rec["kv_store_bytes"]
+            ai = rec["intensity"]
+            table.add_row(node["name"], node["kind"], _fmt(rec["ops"], "OP"), _fmt(rec["weight_bytes"], "B"), _fmt(acts, "B"),
+                          _fmt(kv, "B"), _fmt(rec["net_bytes"], "B"), "-" if ai is None else f"{ai:.3g}",
+                          _fmt(rec["perf"], "OP/s"), _fmt_time(rec["time_s"]), rec["bound"])
+        console.print(table)
+    console.print("edges: " + ", ".join(f"{s}->{d}" for s, d in payload["edges"]))
+    _print_summary(console, payload["summary"], f"Whole model: {arch.num_layers} layers + embedding and LM head (all GPUs)")
+    return 0
+
+
+def cmd_analyze_model(args: argparse.Namespace) -> int:
+    arch, req, gpu = _request_from_args(args)
+    payload = _layer_payload(arch, req, gpu)
+    out = {"model": arch.id, "gpu": gpu.id, "global": payload["global"], "summary": payload["summary"]}
+    if args.json:
+        _print_json(out)
+        return 0
+    from rich.console import Console
+
+    _print_summary(Console(), payload["summary"],
+                   f"{arch.id} on {req.num_gpus} x {gpu.id}: B={req.batch_size}, L={req.prompt_tokens}, G={req.generated_tokens}")
+    return 0
+
+
+def cmd_analyze_batch(args: argparse.Namespace) -> int:
+    from llmco2.analytic.batch import analyze_request_table, read_request_csv
+
+    rows = read_request_csv(Path(args.requests), defaults=args)
+    frame = analyze_request_table(rows)
+    out = Path(args.out)
+    if out.parent and not out.parent.exists():
+        raise InvalidInputError(f"folder {str(out.parent)!r} does not exist", field="--out")
+    frame.to_csv(out, index=False)
+    sys.stderr.write(f"wrote {len(frame)} analysed requests to {out}\n")
+    return 0
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from llmco2.specs import gpu_catalog, model_catalog
+
+    if args.which == "gpus":
+        rows = [
+            {"id": g.id, "name": g.name, "memory_gb": g.memory_size_gb, "bandwidth_gb_s": g.memory_bandwidth_gb_s,
+             "fp16_tflops": g.peak_dense_tops.get("fp16"), "interconnect_gb_s": g.interconnect_bandwidth_gb_s,
+             "tdp_w": g.tdp_w}
+            for g in gpu_catalog()
+        ]
+    else:
+        rows = [
+            {"id": m.id, "name": m.name, "params_b": round(m.param_count() / 1e9, 3), "layers": m.num_layers,
+             "hidden": m.hidden_size, "heads": m.num_heads, "kv_heads": m.num_kv_heads, "experts": m.num_experts}
+            for m in model_catalog()
+        ]
+    if args.json:
+        _print_json(rows)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"llmco2 {args.which}")
+    for key in rows[0]:
+        table.add_column(key)
+    for row in rows:
+        table.add_row(*("-" if v is None else str(v) for v in row.values()))
+    Console().print(table)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    handlers = {
+        ("analyze", "attention"): cmd_analyze_attention,
+        ("analyze", "layer"): cmd_analyze_layer,
+        ("analyze", "model"): cmd_analyze_model,
+        ("analyze", "batch"): cmd_analyze_batch,
+        ("catalog", None): cmd_catalog,
+    }
+    handler = handlers[(args.command, getattr(args, "what", None))]
+    try:
+        return handler(args)
+    except InvalidInputError as exc:
+        sys.stderr.write(f"llmco2: error: {exc}\n")
+        return EXIT_USAGE
+    except FileNotFoundError as exc:
+        sys.stderr.write(f"llmco2: error: no such file {exc.filename!r}\n")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return 0
+
+
+def entrypoint() -> NoReturn:
+    raise SystemExit(main())
+
+
+if __name__ == "__main__":
+    entrypoint()

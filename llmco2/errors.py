@@ -1,0 +1,31 @@
+"""Typed errors shared by every stage.
+
+`InvalidInputError` is what a user caused (bad field, unknown id, missing file): the command line
+turns it into exit code 2 and one line. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class LLMCO2Error(Exception):
+    """Base class of every error llmco2 raises on purpose."""
+
+
+class InvalidInputError(LLMCO2Error, ValueError):
+    """A value given by the user is wrong; the message says what would be right.
+
+    Attributes:
+        field: name of the offending field or option (e.g. ``"num_heads"``), when there is one.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+    def __str__(self) -> str:  # one line, always
+        text = super().__str__().replace("\n", " ")
+        return f"{self.field}: {text}" if self.field and not text.startswith(self.field) else text
+
+
+class UnknownIdError(InvalidInputError):
+    """An id (model, GPU, dtype, region) is not in its catalog; the message lists close matches."""

@@ -1,0 +1,23 @@
+"""Typed catalogs: GPUs, LLM architectures, inference requests (the first stage)."""
+
+from llmco2.specs.dtypes import DTYPE_BITS, DTYPE_BYTES, canonical_dtype, dtype_bytes
+from llmco2.specs.gpus import GPU, get_gpu, gpu_catalog
+from llmco2.specs.models import ModelArch, arch_from_hf_config, get_model, load_hf_config, model_catalog
+from llmco2.specs.requests import Request, validate_request
+
+__all__ = [
+    "DTYPE_BITS",
+    "DTYPE_BYTES",
+    "GPU",
+    "ModelArch",
+    "Request",
+    "arch_from_hf_config",
+    "canonical_dtype",
+    "dtype_bytes",
+    "get_gpu",
+    "get_model",
+    "gpu_catalog",
+    "load_hf_config",
+    "model_catalog",
+    "validate_request",
+]

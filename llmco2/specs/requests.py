@@ -1,0 +1,144 @@
+"""An inference request: batch, prompt and generated tokens, GPUs, dtypes, attention kernel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from llmco2.errors import InvalidInputError
+from llmco2.specs.dtypes import DTYPE_BYTES, canonical_dtype
+from llmco2.specs.gpus import GPU
+from llmco2.specs.models import ModelArch
+
+WEIGHT_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
+ACTIVATION_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8")
+
+
+def _positive_int(value: Any, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            as_float = float(value)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"must be an integer >= {minimum}, got {value!r}", field=name) from None
+        if not as_float.is_integer():
+            raise InvalidInputError(f"must be an integer >= {minimum}, got {value!r}", field=name)
+        value = int(as_float)
+    if value < minimum:
+        raise InvalidInputError(f"must be an integer >= {minimum}, got {value}", field=name)
+    return value
+
+
+@dataclass(frozen=True)
+class Request:
+    """One LLM inference request on a group of GPUs.
+
+    Attributes:
+        batch_size: sequences processed together.
+        prompt_tokens: prompt length per sequence (the prefill covers these tokens).
+        generated_tokens: output tokens per sequence, the first one produced by the prefill; the
+            decode phase runs ``generated_tokens - 1`` steps.
+        num_gpus: GPUs serving the request; ``tensor_parallel * pipeline_parallel``.
+        tensor_parallel: tensor-parallel degree (Megatron-style head/column/row sharding);
+            ``None`` means all ``num_gpus``.
+        weight_dtype / activation_dtype / kv_dtype: storage types (``None``: derived, see below).
+        compute_dtype: type the matrix units run in (``None``: weight dtype for float and int8
+            weights, the activation dtype for 4-bit weight-only quantisation).
+        flash_attention: fused attention kernel (FlashAttention) or the three-kernel version.
+        causal: count prefill attention over the causal triangle ``L(L+1)/2`` instead of the
+            full ``L^2`` square that the paper and the seed notes use.
+    """
+
+    batch_size: int = 1
+    prompt_tokens: int = 128
+    generated_tokens: int = 128
+    num_gpus: int = 1
+    tensor_parallel: int | None = None
+    weight_dtype: str = "fp16"
+    activation_dtype: str | None = None
+    kv_dtype: str | None = None
+    compute_dtype: str | None = None
+    flash_attention: bool = True
+    causal: bool = False
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "batch_size", _positive_int(self.batch_size, "batch_size"))
+        set_(self, "prompt_tokens", _positive_int(self.prompt_tokens, "prompt_tokens"))
+        set_(self, "generated_tokens", _positive_int(self.generated_tokens, "generated_tokens"))
+        set_(self, "num_gpus", _positive_int(self.num_gpus, "num_gpus"))
+        tp = self.num_gpus if self.tensor_parallel is None else _positive_int(self.tensor_parallel, "tensor_parallel")
+        if self.num_gpus % tp:
+            raise InvalidInputError(f"tensor_parallel {tp} must divide num_gpus {self.num_gpus}", field="tensor_parallel")
+        set_(self, "tensor_parallel", tp)
+        w = canonical_dtype(self.weight_dtype, "weight_dtype")
+        if w not in WEIGHT_DTYPES:
+            raise InvalidInputError(f"weights cannot be {w}; expected one of {', '.join(WEIGHT_DTYPES)}", field="weight_dtype")
+        set_(self, "weight_dtype", w)
+        a = self.activation_dtype
+        a = canonical_dtype(a, "activation_dtype") if a is not None else (w if w in ("fp32", "fp16", "bf16") else "fp16")
+        if a not in ACTIVATION_DTYPES:
+            raise InvalidInputError(f"activations cannot be {a}; expected one of {', '.join(ACTIVATION_DTYPES)}", field="activation_dtype")
+        set_(self, "activation_dtype", a)
+        kv = canonical_dtype(self.kv_dtype, "kv_dtype") if self.kv_dtype is not None else a
+        if kv not in ACTIVATION_DTYPES:
+            raise InvalidInputError(f"KV cache cannot be {kv}; expected one of {', '.join(ACTIVATION_DTYPES)}", field="kv_dtype")
+        set_(self, "kv_dtype", kv)
+        c = self.compute_dtype
+        if c is None:
+            c = a if w in ("int4", "fp4") else w
+        set_(self, "compute_dtype", canonical_dtype(c, "compute_dtype"))
+        set_(self, "flash_attention", bool(self.flash_attention))
+        set_(self, "causal", bool(self.causal))
+
+    @property
+    def pipeline_parallel(self) -> int:
+        return self.num_gpus // self.tensor_parallel  # type: ignore[operator]
+
+    @property
+    def decode_steps(self) -> int:
+        """Decode iterations: the first generated token comes out of the prefill."""
+        return self.generated_tokens - 1
+
+    @property
+    def weight_bytes(self) -> float:
+        return DTYPE_BYTES[self.weight_dtype]
+
+    @property
+    def activation_bytes(self) -> float:
+        return DTYPE_BYTES[self.activation_dtype]  # type: ignore[index]
+
+    @property
+    def kv_bytes(self) -> float:
+        return DTYPE_BYTES[self.kv_dtype]  # type: ignore[index]
+
+    def replace(self, **changes: Any) -> Request:
+        return replace(self, **changes)
+
+
+def validate_request(request: Request, arch: ModelArch, gpu: GPU, check_context: bool = True) -> None:
+    """Check that ``request`` can run ``arch`` on ``gpu``; `InvalidInputError` names the field."""
+    tp = request.tensor_parallel
+    assert tp is not None
+    if arch.num_heads % tp:
+        raise InvalidInputError(f"tensor parallel degree {tp} must divide num_heads {arch.num_heads} of {arch.id}", field="tensor_parallel")
+    if arch.num_kv_heads % tp:
+        raise InvalidInputError(f"tensor parallel degree {tp} must divide num_kv_heads {arch.num_kv_heads} of {arch.id}", field="tensor_parallel")
+    if arch.intermediate_size % tp:
+        raise InvalidInputError(f"tensor parallel degree {tp} must divide intermediate_size {arch.intermediate_size} of {arch.id}", field="tensor_parallel")
+    if request.pipeline_parallel > arch.num_layers:
+        raise InvalidInputError(f"{request.pipeline_parallel} pipeline stages exceed the {arch.num_layers} layers of {arch.id}", field="num_gpus")
+    if tp > max(gpu.gpus_per_node, 1):
+        raise InvalidInputError(f"tensor parallel degree {tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.id} node", field="tensor_parallel")
+    if tp > 1 and gpu.interconnect_bandwidth_gb_s <= 0:
+        raise InvalidInputError(f"{gpu.id} has no GPU-to-GPU interconnect; use --gpus 1", field="num_gpus")
+    if not gpu.supports(request.compute_dtype):  # type: ignore[arg-type]
+        raise InvalidInputError(
+            f"{gpu.id} has no {request.compute_dtype} throughput; supported: {', '.join(sorted(gpu.peak_dense_tops))}",
+            field="dtype",
+        )
+    if check_context and request.prompt_tokens + request.generated_tokens > arch.max_context:
+        raise InvalidInputError(
+            f"prompt_tokens + generated_tokens = {request.prompt_tokens + request.generated_tokens} exceeds the "
+            f"{arch.max_context}-token context of {arch.id}",
+            field="prompt_tokens",
+        )
