@@ -7,7 +7,6 @@ and what would be right.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import logging
 import sys
@@ -90,6 +89,26 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--out", required=True, metavar="CSV", help="output CSV: inputs plus per-phase totals")
     _add_request_args(batch, single=False)
 
+    flops = asub.add_parser("flops", help="FLOPs split into tensor-core, CUDA-core and SFU work per module (seed 001), and MFU")
+    flops.add_argument("--model", required=True)
+    flops.add_argument("--batch-size", type=int, required=True)
+    flops.add_argument("--seq-len", type=int, required=True, help="tokens per sequence (prefill) or cached length (decode)")
+    flops.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
+    flops.add_argument("--backward", action="store_true", help="also count the backward pass")
+    flops.add_argument("--gpu", default=None, help="with --elapsed-s: GPU whose dense peak the MFU is relative to")
+    flops.add_argument("--gpus", type=int, default=1)
+    flops.add_argument("--dtype", default="bf16")
+    flops.add_argument("--elapsed-s", type=float, default=None, help="measured time of the pass, for MFU")
+    flops.add_argument("--json", action="store_true")
+
+    table = asub.add_parser("table", help="per-layer prefill/decode table of compute, memory and communication (seed 000)")
+    table.add_argument("--model", required=True)
+    table.add_argument("--batch-size", type=int, required=True)
+    table.add_argument("--seq-len", type=int, required=True)
+    table.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
+    table.add_argument("--tp", type=int, default=1)
+    table.add_argument("--json", action="store_true")
+
     cat = sub.add_parser("catalog", help="list the GPUs and models llmco2 knows")
     cat.add_argument("which", choices=("gpus", "models"))
     cat.add_argument("--json", action="store_true")
@@ -157,7 +176,7 @@ def cmd_analyze_attention(args: argparse.Namespace) -> int:
     table.add_column("total", justify="right")
     d = cost.to_dict()
     for key, unit in (("flops", "FLOP"), ("weight_memory", "B"), ("activation_memory", "B"), ("kv_cache", "B")):
-        table.add_row(key, f"{d[key + '_per_chip']:,}", f"{d[key + '_total']:,}")
+        table.add_row(f"{key} ({unit})", f"{d[key + '_per_chip']:,}", f"{d[key + '_total']:,}")
     table.add_row("communication_bytes", f"{d['communication_bytes']:,}", "")
     Console().print(table)
     return 0
@@ -255,6 +274,69 @@ def cmd_analyze_batch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_analyze_flops(args: argparse.Namespace) -> int:
+    from llmco2.analytic.flop_split import matmul_totals, mfu, model_flops, module_flops
+    from llmco2.specs import get_gpu, get_model
+
+    arch = get_model(args.model)
+    decode = args.phase == "decode"
+    seqlen_q = 1 if decode else args.seq_len
+    modules = module_flops(arch, args.batch_size, seqlen_q, args.seq_len, backward=args.backward, kv_cache=decode)
+    whole = model_flops(arch, args.batch_size, seqlen_q, args.seq_len, backward=args.backward, kv_cache=decode)
+    out: dict[str, Any] = {
+        "model": arch.id, "phase": args.phase, "backward": args.backward,
+        "per_layer_modules": {k: {"tensor_core": v.tensor_core, "cuda_core": v.cuda_core, "sfu": v.sfu} for k, v in modules.items()},
+        "whole_model": {"tensor_core": whole.tensor_core, "cuda_core": whole.cuda_core, "sfu": whole.sfu, "total": whole.total},
+        "matmul_totals": matmul_totals(arch, args.batch_size, args.seq_len, args.phase),
+    }
+    if args.elapsed_s is not None:
+        if args.gpu is None:
+            raise InvalidInputError("--elapsed-s needs --gpu to know the peak", field="--gpu")
+        peak = get_gpu(args.gpu).peak_ops_per_s(args.dtype) * args.gpus
+        out["mfu"] = mfu(whole.tensor_core, args.elapsed_s, peak)
+    if args.json:
+        _print_json(out)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{arch.id}: FLOPs of one layer by unit ({args.phase}{', with backward' if args.backward else ''})")
+    for col in ("module", "tensor core", "CUDA core", "SFU"):
+        t.add_column(col, justify="left" if col == "module" else "right")
+    for name, split in modules.items():
+        t.add_row(name, f"{split.tensor_core:,}", f"{split.cuda_core:,}", f"{split.sfu:,}")
+    t.add_row("whole model", f"{whole.tensor_core:,}", f"{whole.cuda_core:,}", f"{whole.sfu:,}")
+    console = Console()
+    console.print(t)
+    if "mfu" in out:
+        console.print(f"MFU = {out['mfu']:.1%}")
+    return 0
+
+
+def cmd_analyze_table(args: argparse.Namespace) -> int:
+    from llmco2.analytic.reference_tables import layer_table, model_table_totals
+    from llmco2.specs import get_model
+
+    arch = get_model(args.model)
+    rows = layer_table(arch, args.batch_size, args.seq_len, args.phase, tp=args.tp)
+    totals = model_table_totals(arch, args.batch_size, args.seq_len, args.phase, tp=args.tp)
+    if args.json:
+        _print_json({"model": arch.id, "phase": args.phase, "rows": [vars(r) for r in rows], "model_totals": totals})
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{arch.id}, {args.phase} per layer (memory and communication in elements)")
+    for col in ("#", "kernel", "compute", "memory", "communication"):
+        t.add_column(col, justify="left" if col == "kernel" else "right")
+    for r in rows:
+        t.add_row(str(r.index), r.name, f"{r.compute:,}", f"{r.memory:,}", f"{r.communication:,.0f}")
+    console = Console()
+    console.print(t)
+    console.print("whole model: " + ", ".join(f"{k} {v:,.0f}" for k, v in totals.items()))
+    return 0
+
+
 def cmd_catalog(args: argparse.Namespace) -> int:
     from llmco2.specs import gpu_catalog, model_catalog
 
@@ -295,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("analyze", "layer"): cmd_analyze_layer,
         ("analyze", "model"): cmd_analyze_model,
         ("analyze", "batch"): cmd_analyze_batch,
+        ("analyze", "flops"): cmd_analyze_flops,
+        ("analyze", "table"): cmd_analyze_table,
         ("catalog", None): cmd_catalog,
     }
     handler = handlers[(args.command, getattr(args, "what", None))]

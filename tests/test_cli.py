@@ -158,3 +158,11 @@ def test_console_script_runs_and_fails_cleanly() -> None:
     bad = subprocess.run(cmd + ["analyze", "layer", "--model", "nope", "--gpu", "h100", "--batch-size", "1",
                                 "--prompt-tokens", "1", "--gen-tokens", "1"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+def test_readme_lists_every_paper_deviation() -> None:
+    from llmco2.analytic.kernels import PAPER_DEVIATIONS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for where, paper, ours in PAPER_DEVIATIONS:
+        assert f"| {where} | {paper} | {ours} |" in readme

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmco2.analytic.layer import analyze_layer
 from llmco2.analytic.kernels import PAPER_DEVIATIONS, attended_positions, experts_touched
+from llmco2.analytic.layer import analyze_layer
 from llmco2.specs import ModelArch, Request
 
 B, L, G = 2, 512, 129
