@@ -295,7 +295,7 @@ def get_model(name: str | ModelArch) -> ModelArch:
     if isinstance(name, ModelArch):
         return name
     text = str(name)
-    if text.endswith(".json") or "/" in text and Path(text).exists() or Path(text).is_dir():
-        if Path(text).exists() or text.endswith(".json"):
-            return load_hf_config(text)
+    path = Path(text)
+    if text.endswith(".json") or (path.is_dir() and (path / "config.json").is_file()):
+        return load_hf_config(path)
     return model_catalog().get(text, field="model")
