@@ -1,32 +1,17 @@
-"""The ``llmco2`` command.
-
-Bad input never produces a traceback: exit code 2 and one line on stderr saying what is wrong
-and what would be right.
-"""
+"""``llmco2 analyze ...`` and ``llmco2 catalog``: the analytic engine on the command line."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from llmco2 import __version__
+from llmco2.cli.common import Parser, fmt, fmt_time, print_json
 from llmco2.errors import InvalidInputError
 
 log = logging.getLogger(__name__)
-EXIT_USAGE = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line error message and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-        raise SystemExit(EXIT_USAGE)
 
 
 # -- argument groups -------------------------------------------------------------------------------
@@ -49,14 +34,10 @@ def _add_request_args(p: argparse.ArgumentParser, single: bool = True) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="llmco2", description="Predict the energy and carbon of LLM inference requests.")
-    parser.add_argument("--version", action="version", version=f"llmco2 {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
+def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
+    """Add ``llmco2 analyze ...`` and ``llmco2 catalog`` to the top-level subparsers."""
     analyze = sub.add_parser("analyze", help="analytic cost of kernels, layers and models")
-    asub = analyze.add_subparsers(dest="what", required=True, parser_class=_Parser)
+    asub = analyze.add_subparsers(dest="what", required=True, parser_class=Parser)
 
     att = asub.add_parser("attention", help="per-chip cost of one attention block under TP/CP (seed 003 rules)")
     att.add_argument("--hidden-size", type=int, required=True)
@@ -112,7 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     cat = sub.add_parser("catalog", help="list the GPUs and models llmco2 knows")
     cat.add_argument("which", choices=("gpus", "models"))
     cat.add_argument("--json", action="store_true")
-    return parser
+    handlers.update({
+        ("analyze", "attention"): cmd_analyze_attention,
+        ("analyze", "layer"): cmd_analyze_layer,
+        ("analyze", "model"): cmd_analyze_model,
+        ("analyze", "batch"): cmd_analyze_batch,
+        ("analyze", "flops"): cmd_analyze_flops,
+        ("analyze", "table"): cmd_analyze_table,
+        ("catalog", None): cmd_catalog,
+    })
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -130,30 +119,6 @@ def _request_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     return arch, req, gpu
 
 
-def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2) + "\n")
-
-
-def _fmt(value: float, unit: str) -> str:
-    if value is None:
-        return "-"
-    v = float(value)
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= scale:
-            return f"{v / scale:.3g} {prefix}{unit}"
-    return f"{v:.3g} {unit}"
-
-
-def _fmt_time(seconds: float) -> str:
-    s = float(seconds)
-    if s == 0:
-        return "0"
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
-
-
 # -- commands --------------------------------------------------------------------------------------
 def cmd_analyze_attention(args: argparse.Namespace) -> int:
     from llmco2.analytic.parallel import attention_cost
@@ -165,7 +130,7 @@ def cmd_analyze_attention(args: argparse.Namespace) -> int:
         bytes_per_elem=args.bytes_per_elem, softmax_stat_bytes=args.softmax_stat_bytes,
     )
     if args.json:
-        _print_json(cost.to_dict())
+        print_json(cost.to_dict())
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -208,12 +173,12 @@ def _print_summary(console: Any, summary: dict[str, Any], title: str) -> None:
     for phase in ("prefill", "decode"):
         rec = summary[phase]
         dom = ", ".join(f"{k['name']} {k['share_of_time']:.0%}" for k in rec["dominant_kernels"])
-        table.add_row(phase, _fmt(rec["ops"], "OP"), _fmt(rec["mem_bytes"], "B"), _fmt(rec["net_bytes"], "B"),
-                      _fmt_time(rec["time_s"]), dom)
+        table.add_row(phase, fmt(rec["ops"], "OP"), fmt(rec["mem_bytes"], "B"), fmt(rec["net_bytes"], "B"),
+                      fmt_time(rec["time_s"]), dom)
     console.print(table)
     console.print(
-        f"Request time at roofline {_fmt_time(summary['time_s'])}, dominated by {summary['dominant_phase']}; "
-        f"weights {_fmt(summary['weight_bytes_per_gpu'], 'B')} + KV cache {_fmt(summary['kv_cache_bytes_per_gpu'], 'B')} "
+        f"Request time at roofline {fmt_time(summary['time_s'])}, dominated by {summary['dominant_phase']}; "
+        f"weights {fmt(summary['weight_bytes_per_gpu'], 'B')} + KV cache {fmt(summary['kv_cache_bytes_per_gpu'], 'B')} "
         f"per GPU: {'fits' if summary['fits_in_memory'] else 'does NOT fit'} in GPU memory."
     )
 
@@ -222,7 +187,7 @@ def cmd_analyze_layer(args: argparse.Namespace) -> int:
     arch, req, gpu = _request_from_args(args)
     payload = _layer_payload(arch, req, gpu)
     if args.json:
-        _print_json(payload)
+        print_json(payload)
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -238,9 +203,9 @@ def cmd_analyze_layer(args: argparse.Namespace) -> int:
             acts = rec["act_load_bytes"] + rec["act_store_bytes"]
             kv = rec["kv_load_bytes"] + rec["kv_store_bytes"]
             ai = rec["intensity"]
-            table.add_row(node["name"], node["kind"], _fmt(rec["ops"], "OP"), _fmt(rec["weight_bytes"], "B"), _fmt(acts, "B"),
-                          _fmt(kv, "B"), _fmt(rec["net_bytes"], "B"), "-" if ai is None else f"{ai:.3g}",
-                          _fmt(rec["perf"], "OP/s"), _fmt_time(rec["time_s"]), rec["bound"])
+            table.add_row(node["name"], node["kind"], fmt(rec["ops"], "OP"), fmt(rec["weight_bytes"], "B"), fmt(acts, "B"),
+                          fmt(kv, "B"), fmt(rec["net_bytes"], "B"), "-" if ai is None else f"{ai:.3g}",
+                          fmt(rec["perf"], "OP/s"), fmt_time(rec["time_s"]), rec["bound"])
         console.print(table)
     console.print("edges: " + ", ".join(f"{s}->{d}" for s, d in payload["edges"]))
     _print_summary(console, payload["summary"], f"Whole model: {arch.num_layers} layers + embedding and LM head (all GPUs)")
@@ -252,7 +217,7 @@ def cmd_analyze_model(args: argparse.Namespace) -> int:
     payload = _layer_payload(arch, req, gpu)
     out = {"model": arch.id, "gpu": gpu.id, "global": payload["global"], "summary": payload["summary"]}
     if args.json:
-        _print_json(out)
+        print_json(out)
         return 0
     from rich.console import Console
 
@@ -295,7 +260,7 @@ def cmd_analyze_flops(args: argparse.Namespace) -> int:
         peak = get_gpu(args.gpu).peak_ops_per_s(args.dtype) * args.gpus
         out["mfu"] = mfu(whole.tensor_core, args.elapsed_s, peak)
     if args.json:
-        _print_json(out)
+        print_json(out)
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -321,7 +286,7 @@ def cmd_analyze_table(args: argparse.Namespace) -> int:
     rows = layer_table(arch, args.batch_size, args.seq_len, args.phase, tp=args.tp)
     totals = model_table_totals(arch, args.batch_size, args.seq_len, args.phase, tp=args.tp)
     if args.json:
-        _print_json({"model": arch.id, "phase": args.phase, "rows": [vars(r) for r in rows], "model_totals": totals})
+        print_json({"model": arch.id, "phase": args.phase, "rows": [vars(r) for r in rows], "model_totals": totals})
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -354,7 +319,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
             for m in model_catalog()
         ]
     if args.json:
-        _print_json(rows)
+        print_json(rows)
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -368,35 +333,3 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    handlers = {
-        ("analyze", "attention"): cmd_analyze_attention,
-        ("analyze", "layer"): cmd_analyze_layer,
-        ("analyze", "model"): cmd_analyze_model,
-        ("analyze", "batch"): cmd_analyze_batch,
-        ("analyze", "flops"): cmd_analyze_flops,
-        ("analyze", "table"): cmd_analyze_table,
-        ("catalog", None): cmd_catalog,
-    }
-    handler = handlers[(args.command, getattr(args, "what", None))]
-    try:
-        return handler(args)
-    except InvalidInputError as exc:
-        sys.stderr.write(f"llmco2: error: {exc}\n")
-        return EXIT_USAGE
-    except FileNotFoundError as exc:
-        sys.stderr.write(f"llmco2: error: no such file {exc.filename!r}\n")
-        return EXIT_USAGE
-    except BrokenPipeError:
-        return 0
-
-
-def entrypoint() -> NoReturn:
-    raise SystemExit(main())
-
-
-if __name__ == "__main__":
-    entrypoint()

@@ -1,0 +1,53 @@
+"""The ``llmco2`` command.
+
+Bad input never produces a traceback: exit code 2 and one line on stderr saying what is wrong
+and what would be right. Each command group lives in its own module with a ``register`` function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from llmco2 import __version__
+from llmco2.cli import analyze
+from llmco2.cli.common import EXIT_USAGE, Parser
+from llmco2.errors import InvalidInputError
+
+Handler = Callable[[argparse.Namespace], int]
+COMMAND_MODULES = (analyze,)
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[tuple[str, str | None], Handler]]:
+    parser = Parser(prog="llmco2", description="Predict the energy and carbon of LLM inference requests.")
+    parser.add_argument("--version", action="version", version=f"llmco2 {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    handlers: dict[tuple[str, str | None], Handler] = {}
+    for module in COMMAND_MODULES:
+        module.register(sub, handlers)
+    return parser, handlers
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, handlers = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    handler = handlers[(args.command, getattr(args, "what", None))]
+    try:
+        return handler(args)
+    except InvalidInputError as exc:
+        sys.stderr.write(f"llmco2: error: {exc}\n")
+        return EXIT_USAGE
+    except FileNotFoundError as exc:
+        sys.stderr.write(f"llmco2: error: no such file {exc.filename!r}\n")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return 0
+
+
+def entrypoint() -> NoReturn:
+    raise SystemExit(main())

@@ -1,0 +1,3 @@
+from llmco2.cli import entrypoint
+
+entrypoint()
