@@ -27,3 +27,14 @@ def a100() -> GPU:
                interconnect_bandwidth_gb_s=600.0, tdp_w=400.0, process_node_nm=7, gpus_per_node=8, release_year=2020,
                peak_dense_tops={"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0, "int8": 624.0, "int4": 1248.0},
                sources={})
+
+
+@pytest.fixture
+def shared_data():
+    """The shared reference-data folder; skips the test with a reason when it is absent."""
+    from llmco2.data.paths import find_shared_data
+
+    root = find_shared_data()
+    if root is None:
+        pytest.skip("shared/data (public reference measurements) not found beside the checkout; set LLMCO2_SHARED_DATA")
+    return root
