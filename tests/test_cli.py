@@ -166,3 +166,22 @@ def test_readme_lists_every_paper_deviation() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for where, paper, ours in PAPER_DEVIATIONS:
         assert f"| {where} | {paper} | {ours} |" in readme
+
+
+def test_batch_csv_applies_architecture_columns(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "req.csv"
+    src.write_text("model,gpu,num_gpus,batch_size,prompt_tokens,generated_tokens,num_layers,num_heads,hidden_size\n"
+                   "llama3.1-8b,a100-80gb,1,1,128,16,32,32,4096\n"
+                   "llama3.1-8b,a100-80gb,1,1,128,16,16,32,4096\n"
+                   "llama3.1-8b,a100-80gb,1,1,128,16,32,33,4096\n")
+    out = tmp_path / "out.csv"
+    code, _, err = run(["analyze", "batch", "--requests", str(src), "--out", str(out)], capsys)
+    assert code == 2 and "line 4" in err and "num_heads" in err  # 33 heads do not divide 4096
+    src.write_text("\n".join(src.read_text().splitlines()[:3]) + "\n")
+    code, _, err = run(["analyze", "batch", "--requests", str(src), "--out", str(out)], capsys)
+    assert code == 0, err
+    import pandas as pd
+
+    frame = pd.read_csv(out)
+    # half the layers: the layer stack's work halves (embedding/LM head unchanged)
+    assert frame["prefill_ops"][1] < 0.51 * frame["prefill_ops"][0]

@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 
 REQUIRED_COLUMNS = ("model", "gpu", "batch_size", "prompt_tokens", "generated_tokens")
 OPTIONAL_COLUMNS = ("num_gpus", "tensor_parallel", "dtype", "flash_attention")
+#: Architecture columns that override the catalog model (the sampler writes perturbed variants).
+ARCH_COLUMNS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim")
 _TRUE = {"1", "true", "yes", "y", "t"}
 _FALSE = {"0", "false", "no", "n", "f"}
 
@@ -31,6 +33,34 @@ def _bool(text: str, field: str) -> bool:
     if key in _FALSE:
         return False
     raise InvalidInputError(f"must be true or false, got {text!r}", field=field)
+
+
+def _with_arch_columns(base: ModelArch, row: dict[str, str], cache: dict[tuple, ModelArch]) -> ModelArch:
+    """``base`` with the architecture columns of ``row`` applied (cached per distinct variant)."""
+    changes: dict[str, int] = {}
+    for col in ARCH_COLUMNS:
+        text = row.get(col, "")
+        if text:
+            try:
+                value = float(text)
+            except ValueError:
+                raise InvalidInputError(f"must be an integer, got {text!r}", field=col) from None
+            if not value.is_integer():
+                raise InvalidInputError(f"must be an integer, got {text!r}", field=col)
+            if int(value) != getattr(base, col):
+                changes[col] = int(value)
+    if not changes:
+        return base
+    if ("hidden_size" in changes or "num_heads" in changes) and "head_dim" not in changes and base.head_dim * base.num_heads == base.hidden_size:
+        hidden = changes.get("hidden_size", base.hidden_size)
+        heads = changes.get("num_heads", base.num_heads)
+        if hidden % heads:
+            raise InvalidInputError(f"num_heads {heads} does not divide hidden_size {hidden}", field="num_heads")
+        changes["head_dim"] = hidden // heads
+    key = (base.id, tuple(sorted(changes.items())))
+    if key not in cache:
+        cache[key] = base.with_overrides(**changes)
+    return cache[key]
 
 
 def read_request_csv(path: Path, defaults: Any = None) -> list[tuple[ModelArch, Request, GPU]]:
@@ -49,12 +79,14 @@ def read_request_csv(path: Path, defaults: Any = None) -> list[tuple[ModelArch, 
             raise InvalidInputError(f"{path}: missing columns {', '.join(missing)} (need {', '.join(REQUIRED_COLUMNS)})",
                                     field="--requests")
         models: dict[str, ModelArch] = {}
+        variants: dict[tuple, ModelArch] = {}
         gpus: dict[str, GPU] = {}
         items: list[tuple[ModelArch, Request, GPU]] = []
         for line, raw in enumerate(reader, start=2):
             row = {k.strip(): (v or "").strip() for k, v in raw.items() if k is not None}
             try:
-                arch = models.get(row["model"]) or models.setdefault(row["model"], get_model(row["model"]))
+                base = models.get(row["model"]) or models.setdefault(row["model"], get_model(row["model"]))
+                arch = _with_arch_columns(base, row, variants)
                 gpu = gpus.get(row["gpu"]) or gpus.setdefault(row["gpu"], get_gpu(row["gpu"]))
                 flash = _bool(row["flash_attention"], "flash_attention") if row.get("flash_attention") else (
                     getattr(defaults, "flash_attention", True))
