@@ -98,6 +98,7 @@ class LayerBatch:
     params: Array
     num_gpus: Array
     mem_capacity_bytes: Array
+    tdp_w: Array
 
     def __len__(self) -> int:
         return int(self.batch.shape[0])
@@ -126,6 +127,7 @@ class LayerBatch:
                 "mem_bw_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
                 "net_bw_bytes_per_s": gpu.interconnect_bytes_per_s,
                 "params": arch.param_count(), "num_gpus": req.num_gpus, "mem_capacity_bytes": gpu.memory_bytes,
+                "tdp_w": gpu.tdp_w,
             }
             for key, value in row.items():
                 cols[key].append(value)
