@@ -1,0 +1,1 @@
+"""Predictors: the LLMCO2 GraphSAGE regressor, baselines, training, metrics and checkpoints."""

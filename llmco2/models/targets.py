@@ -1,0 +1,72 @@
+"""Energy targets: a physics prior per phase and the learned log-ratio to it.
+
+The prior is the energy the GPUs would draw at their TDP for the time the request takes at the
+roofline: ``E_prior = time_at_roofline x TDP x num_gpus`` (J). The regressor learns
+``r = log(E / E_prior)``, standardised with a mean and standard deviation fitted on training rows
+and stored with the checkpoint. Learning a ratio to a hardware-aware prior is what lets a model
+trained on some GPUs say something sensible about a GPU it has never seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmco2.analytic.layer import LayerAnalysis
+from llmco2.analytic.model import ModelTotals
+
+#: Floor on the prior (J) so that empty phases (one generated token: no decode) stay finite.
+MIN_PRIOR_J = 1e-6
+
+
+def physics_prior_j(analysis: LayerAnalysis, totals: ModelTotals) -> NDArray[np.float64]:
+    """``[n_configs, 2]`` prior energy (J) of prefill and decode: roofline time x TDP x GPUs."""
+    b = analysis.batch
+    cols = [totals.totals[p]["time_s"] * b.tdp_w * b.num_gpus for p in ("prefill", "decode")]
+    return np.maximum(np.stack(cols, axis=1), MIN_PRIOR_J)
+
+
+@dataclass
+class EnergyTarget:
+    """Standardisation of the per-phase log-ratio ``log(E / E_prior)``."""
+
+    mean: NDArray[np.float64]
+    std: NDArray[np.float64]
+
+    @classmethod
+    def fit(cls, log_ratio: NDArray[np.float64], mask: NDArray[np.bool_]) -> EnergyTarget:
+        """Mean and std per phase over the rows where ``mask`` is set (``[n, 2]`` each)."""
+        mean = np.zeros(2)
+        std = np.ones(2)
+        for p in range(2):
+            vals = log_ratio[mask[:, p], p]
+            if len(vals):
+                mean[p] = float(vals.mean())
+                std[p] = float(max(vals.std(), 1e-3))
+        return cls(mean, std)
+
+    def encode(self, log_ratio: NDArray[np.float64]) -> NDArray[np.float64]:
+        return (log_ratio - self.mean) / self.std
+
+    def decode_log_ratio(self, z: NDArray[np.float64]) -> NDArray[np.float64]:
+        return z * self.std + self.mean
+
+    def energy_j(self, z: NDArray[np.float64], prior_j: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``[n, 2]`` predicted energy (J) from standardised outputs and the prior."""
+        return np.exp(self.decode_log_ratio(z)) * prior_j
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean.tolist(), "std": self.std.tolist()}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> EnergyTarget:
+        return cls(np.asarray(state["mean"], dtype=float), np.asarray(state["std"], dtype=float))
+
+
+def phase_energy(pred_j: NDArray[np.float64], phase: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Energy of each row's phase from ``[n, 2]`` per-phase predictions (total = sum)."""
+    out = np.where(phase == 0, pred_j[:, 0], pred_j[:, 1])
+    return np.where(phase == 2, pred_j[:, 0] + pred_j[:, 1], out)

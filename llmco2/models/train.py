@@ -1,0 +1,220 @@
+"""Training, prediction and checkpoints of the LLMCO2 GNN.
+
+Loss: L1 between predicted and measured log-energy of each row (a relative-error loss, suited to
+MAPE-type metrics); a ``total`` row compares with the log of the summed phases. Adam, early
+stopping on a validation set (best weights restored). Everything runs on the CPU in minutes.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from llmco2.errors import InvalidInputError
+from llmco2.graph.features import FEATURE_SCHEMA_VERSION, GLOBAL_FEATURES, NODE_FEATURES, GraphArrays, subset
+from llmco2.graph.scaling import FeatureScaler
+from llmco2.models.dataset import EnergyData
+from llmco2.models.gnn import LLMCO2Net
+from llmco2.models.targets import EnergyTarget, phase_energy, physics_prior_j
+
+log = logging.getLogger(__name__)
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters (paper defaults: two SAGE layers, Adam lr 1e-3, batch 512)."""
+
+    hidden: int = 128
+    num_layers: int = 2
+    dropout: float = 0.0
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    batch_size: int = 512
+    max_epochs: int = 200
+    patience: int = 20
+    seed: int = 0
+    use_graph: bool = True
+    threads: int = 0  # 0: torch default
+
+
+@dataclass
+class TrainHistory:
+    train_loss: list[float] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    best_epoch: int = -1
+    seconds: float = 0.0
+
+
+def _tensors(g: GraphArrays) -> tuple[torch.Tensor, ...]:
+    return (torch.from_numpy(g.x), torch.from_numpy(g.edge_index), torch.from_numpy(g.batch), torch.from_numpy(g.u))
+
+
+class GNNPredictor:
+    """The LLMCO2 predictor: feature scaler + target standardisation + :class:`LLMCO2Net`."""
+
+    def __init__(self, config: TrainConfig | None = None) -> None:
+        self.config = config or TrainConfig()
+        self.net: LLMCO2Net | None = None
+        self.scaler: FeatureScaler | None = None
+        self.target: EnergyTarget | None = None
+        self.domain: dict[str, Any] = {}
+        self.history = TrainHistory()
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _prepared(self, data: EnergyData) -> tuple[GraphArrays, NDArray[np.float64]]:
+        assert self.scaler is not None
+        analysis, totals = data.analysis()
+        return self.scaler.transform(data.graphs()), physics_prior_j(analysis, totals)
+
+    def _row_log_energy(self, z: torch.Tensor, prior: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
+        """Predicted log-energy of rows, from per-config standardised outputs ``z`` ``[rows, 2]``."""
+        assert self.target is not None
+        mean = torch.as_tensor(self.target.mean, dtype=z.dtype)
+        std = torch.as_tensor(self.target.std, dtype=z.dtype)
+        log_e = z * std + mean + torch.log(prior)
+        total = torch.logsumexp(log_e, dim=1)
+        per_phase = torch.where(phase == 0, log_e[:, 0], log_e[:, 1])
+        return torch.where(phase == 2, total, per_phase)
+
+    # -- training -----------------------------------------------------------------------------------
+    def fit(self, train: EnergyData, val: EnergyData | None = None, progress: bool = False) -> TrainHistory:
+        cfg = self.config
+        if not len(train.energy_j):
+            raise InvalidInputError("no training rows with positive energy", field="data")
+        torch.manual_seed(cfg.seed)
+        rng = np.random.default_rng(cfg.seed)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.scaler = FeatureScaler.fit(train.graphs())
+        g, prior = self._prepared(train)
+        log_ratio = np.log(np.maximum(train.energy_j, 1e-12))[:, None] - np.log(prior[train.config])
+        mask = np.zeros((len(train.energy_j), 2), dtype=bool)
+        mask[train.phase == 0, 0] = True
+        mask[train.phase == 1, 1] = True
+        self.target = EnergyTarget.fit(log_ratio, mask)
+        self.domain = _domain(train)
+        self.net = LLMCO2Net(len(NODE_FEATURES), len(GLOBAL_FEATURES), cfg.hidden, cfg.num_layers, 2, cfg.dropout, cfg.use_graph)
+        opt = torch.optim.Adam(self.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        y = torch.log(torch.as_tensor(train.energy_j))
+        prior_t = torch.as_tensor(prior)
+        phase_t = torch.as_tensor(train.phase)
+        val_parts = self._prepared(val) if val is not None and len(val.energy_j) else None
+        best, best_loss, stale = None, float("inf"), 0
+        start = time.perf_counter()
+        n = len(train.energy_j)
+        for epoch in range(cfg.max_epochs):
+            self.net.train()
+            order = rng.permutation(n)
+            total = 0.0
+            for lo in range(0, n, cfg.batch_size):
+                rows = order[lo:lo + cfg.batch_size]
+                configs, local = np.unique(train.config[rows], return_inverse=True)
+                x, ei, b, u = _tensors(subset(g, configs))
+                z = self.net(x, ei, b, u)[torch.as_tensor(local)]
+                pred = self._row_log_energy(z, prior_t[configs][torch.as_tensor(local)], phase_t[rows])
+                loss = torch.nn.functional.l1_loss(pred, y[rows])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += float(loss.detach()) * len(rows)
+            self.history.train_loss.append(total / n)
+            if val_parts is not None:
+                assert val is not None
+                vloss = float(np.mean(np.abs(np.log(self.predict_rows(val, _parts=val_parts)) - np.log(val.energy_j))))
+                self.history.val_loss.append(vloss)
+                if vloss < best_loss - 1e-5:
+                    best, best_loss, stale = copy.deepcopy(self.net.state_dict()), vloss, 0
+                    self.history.best_epoch = epoch
+                else:
+                    stale += 1
+                if progress and epoch % 10 == 0:
+                    log.info("epoch %d train %.4f val %.4f", epoch, self.history.train_loss[-1], vloss)
+                if stale >= cfg.patience:
+                    break
+        if best is not None:
+            self.net.load_state_dict(best)
+        self.history.seconds = time.perf_counter() - start
+        return self.history
+
+    # -- prediction ---------------------------------------------------------------------------------
+    @torch.no_grad()
+    def predict_phases(self, data: EnergyData, _parts: tuple[GraphArrays, NDArray[np.float64]] | None = None,
+                       chunk: int = 4096) -> NDArray[np.float64]:
+        """``[n_configs, 2]`` predicted prefill and decode energy (J) of every configuration."""
+        if self.net is None or self.target is None:
+            raise InvalidInputError("the predictor is not trained", field="checkpoint")
+        g, prior = _parts if _parts is not None else self._prepared(data)
+        self.net.eval()
+        outs = []
+        for lo in range(0, g.num_graphs, chunk):
+            part = subset(g, np.arange(lo, min(lo + chunk, g.num_graphs)))
+            outs.append(self.net(*_tensors(part)).numpy())
+        z = np.concatenate(outs) if outs else np.zeros((0, 2))
+        return self.target.energy_j(z.astype(np.float64), prior)
+
+    def predict_rows(self, data: EnergyData, _parts: tuple[GraphArrays, NDArray[np.float64]] | None = None) -> NDArray[np.float64]:
+        """Predicted energy (J) of each row's phase."""
+        per_config = self.predict_phases(data, _parts)
+        return phase_energy(per_config[data.config], data.phase)
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        if self.net is None or self.scaler is None or self.target is None:
+            raise InvalidInputError("the predictor is not trained", field="checkpoint")
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({
+            "format": CHECKPOINT_FORMAT, "kind": "llmco2-gnn", "feature_schema_version": FEATURE_SCHEMA_VERSION,
+            "config": asdict(self.config), "state_dict": self.net.state_dict(), "scaler": self.scaler.state_dict(),
+            "target": self.target.state_dict(), "domain": self.domain,
+            "history": asdict(self.history),
+        }, p)
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> GNNPredictor:
+        p = Path(path)
+        if not p.is_file():
+            raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="checkpoint")
+        try:
+            state = torch.load(p, map_location="cpu", weights_only=False)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input error
+            raise InvalidInputError(f"{p} is not an llmco2 checkpoint ({type(exc).__name__})", field="checkpoint") from None
+        if not isinstance(state, dict) or state.get("kind") != "llmco2-gnn":
+            raise InvalidInputError(f"{p} is not an llmco2 GNN checkpoint", field="checkpoint")
+        if state.get("feature_schema_version") != FEATURE_SCHEMA_VERSION:
+            raise InvalidInputError(
+                f"{p} was trained with feature schema version {state.get('feature_schema_version')}, this llmco2 computes "
+                f"version {FEATURE_SCHEMA_VERSION}; retrain it", field="checkpoint")
+        model = cls(TrainConfig(**state["config"]))
+        model.scaler = FeatureScaler.from_state_dict(state["scaler"])
+        model.target = EnergyTarget.from_state_dict(state["target"])
+        cfg = model.config
+        model.net = LLMCO2Net(len(NODE_FEATURES), len(GLOBAL_FEATURES), cfg.hidden, cfg.num_layers, 2, cfg.dropout, cfg.use_graph)
+        model.net.load_state_dict(state["state_dict"])
+        model.domain = state.get("domain", {})
+        return model
+
+
+def _domain(data: EnergyData) -> dict[str, Any]:
+    """What the training data covered (to say when a prediction extrapolates)."""
+    archs = [a for a, _, _ in data.items]
+    reqs = [r for _, r, _ in data.items]
+    return {
+        "devices": sorted({g.id for _, _, g in data.items}),
+        "models": sorted({a.id for a in archs}),
+        "params": [min(a.param_count() for a in archs), max(a.param_count() for a in archs)],
+        "prompt_tokens": [min(r.prompt_tokens for r in reqs), max(r.prompt_tokens for r in reqs)],
+        "generated_tokens": [min(r.generated_tokens for r in reqs), max(r.generated_tokens for r in reqs)],
+        "batch_size": [min(r.batch_size for r in reqs), max(r.batch_size for r in reqs)],
+        "num_gpus": [min(r.num_gpus for r in reqs), max(r.num_gpus for r in reqs)],
+    }
