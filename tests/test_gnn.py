@@ -98,3 +98,26 @@ def test_rows_without_energy_or_catalog_entries_are_counted() -> None:
     data = energy_data(table)
     assert len(data.energy_j) == len(table) - 3
     assert sum(data.excluded.values()) == 3
+
+
+@pytest.mark.parametrize("view_name", ["no_phase_split", "no_roofline", "nnlqp"])
+def test_feature_views_train(view_name: str) -> None:
+    data = energy_data(synthetic_table(40))
+    model = GNNPredictor(TrainConfig(hidden=8, max_epochs=2, feature_view=view_name, use_prior=view_name != "nnlqp"))
+    model.fit(data)
+    assert np.all(model.predict_rows(data) > 0)
+
+
+@pytest.mark.parametrize("name", ["gbt", "deepen", "llmcarbon"])
+def test_baselines_fit_predict_round_trip(name: str, tmp_path) -> None:
+    from llmco2.models.baselines import BASELINES
+
+    data = energy_data(synthetic_table(60))
+    model = BASELINES[name](**({"max_iter": 200, "learning_rate": 0.2, "min_samples_leaf": 5} if name == "gbt" else {"n_estimators": 10} if name == "deepen" else {}))
+    model.fit(data)
+    pred = model.predict_rows(data)
+    assert pred.shape == data.energy_j.shape and np.all(pred > 0)
+    again = BASELINES[name].load(model.save(tmp_path / f"{name}.pkl"))
+    assert np.allclose(again.predict_rows(data), pred)
+    if name != "llmcarbon":  # learned baselines fit their training data well
+        assert scores(pred, data.energy_j)["mape"] < 0.2

@@ -52,7 +52,7 @@ class FeatureScaler:
     def from_state_dict(cls, state: dict[str, Any]) -> FeatureScaler:
         version = state.get("schema_version")
         if version != FEATURE_SCHEMA_VERSION or state.get("node_features") != list(NODE_FEATURES) \
-                or state.get("global_features") != list(GLOBAL_FEATURES):
+                or state.get("global_features") != list(GLOBAL_FEATURES):  # views are derived from the full schema
             raise InvalidInputError(
                 f"checkpoint features have schema version {version}, this llmco2 computes version {FEATURE_SCHEMA_VERSION}; "
                 "retrain the checkpoint with this version", field="checkpoint")

@@ -19,8 +19,9 @@ import torch
 from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
-from llmco2.graph.features import FEATURE_SCHEMA_VERSION, GLOBAL_FEATURES, NODE_FEATURES, GraphArrays, subset
+from llmco2.graph.features import FEATURE_SCHEMA_VERSION, GraphArrays, subset
 from llmco2.graph.scaling import FeatureScaler
+from llmco2.graph.views import view
 from llmco2.models.dataset import EnergyData
 from llmco2.models.gnn import LLMCO2Net
 from llmco2.models.targets import EnergyTarget, phase_energy, physics_prior_j
@@ -43,6 +44,8 @@ class TrainConfig:
     patience: int = 20
     seed: int = 0
     use_graph: bool = True
+    feature_view: str = "full"  # full | no_phase_split | no_roofline | nnlqp (see llmco2.graph.views)
+    use_prior: bool = True  # learn log(E / physics prior); False: learn log E directly (NNLQP)
     threads: int = 0  # 0: torch default
 
 
@@ -70,10 +73,17 @@ class GNNPredictor:
         self.history = TrainHistory()
 
     # -- helpers ----------------------------------------------------------------------------------
+    def _graphs(self, data: EnergyData) -> GraphArrays:
+        return view(data.graphs(), self.config.feature_view)
+
+    def _prior(self, data: EnergyData) -> NDArray[np.float64]:
+        analysis, totals = data.analysis()
+        prior = physics_prior_j(analysis, totals)
+        return prior if self.config.use_prior else np.ones_like(prior)
+
     def _prepared(self, data: EnergyData) -> tuple[GraphArrays, NDArray[np.float64]]:
         assert self.scaler is not None
-        analysis, totals = data.analysis()
-        return self.scaler.transform(data.graphs()), physics_prior_j(analysis, totals)
+        return self.scaler.transform(self._graphs(data)), self._prior(data)
 
     def _row_log_energy(self, z: torch.Tensor, prior: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
         """Predicted log-energy of rows, from per-config standardised outputs ``z`` ``[rows, 2]``."""
@@ -94,7 +104,7 @@ class GNNPredictor:
         rng = np.random.default_rng(cfg.seed)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        self.scaler = FeatureScaler.fit(train.graphs())
+        self.scaler = FeatureScaler.fit(self._graphs(train))
         g, prior = self._prepared(train)
         log_ratio = np.log(np.maximum(train.energy_j, 1e-12))[:, None] - np.log(prior[train.config])
         mask = np.zeros((len(train.energy_j), 2), dtype=bool)
@@ -102,7 +112,7 @@ class GNNPredictor:
         mask[train.phase == 1, 1] = True
         self.target = EnergyTarget.fit(log_ratio, mask)
         self.domain = _domain(train)
-        self.net = LLMCO2Net(len(NODE_FEATURES), len(GLOBAL_FEATURES), cfg.hidden, cfg.num_layers, 2, cfg.dropout, cfg.use_graph)
+        self.net = LLMCO2Net(g.x.shape[1], g.u.shape[1], cfg.hidden, cfg.num_layers, 2, cfg.dropout, cfg.use_graph)
         opt = torch.optim.Adam(self.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         y = torch.log(torch.as_tensor(train.energy_j))
         prior_t = torch.as_tensor(prior)
@@ -199,7 +209,8 @@ class GNNPredictor:
         model.scaler = FeatureScaler.from_state_dict(state["scaler"])
         model.target = EnergyTarget.from_state_dict(state["target"])
         cfg = model.config
-        model.net = LLMCO2Net(len(NODE_FEATURES), len(GLOBAL_FEATURES), cfg.hidden, cfg.num_layers, 2, cfg.dropout, cfg.use_graph)
+        model.net = LLMCO2Net(len(model.scaler.node_mean), len(model.scaler.global_mean), cfg.hidden, cfg.num_layers, 2,
+                              cfg.dropout, cfg.use_graph)
         model.net.load_state_dict(state["state_dict"])
         model.domain = state.get("domain", {})
         return model

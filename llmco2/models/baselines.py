@@ -1,0 +1,146 @@
+"""Baseline predictors, all behind the interface of :class:`llmco2.models.train.GNNPredictor`
+(``fit(train, val)``, ``predict_rows(data)``, ``save``/``load``):
+
+* ``llmcarbon`` — equation-based, as LLMCarbon does: ``E = FLOPs / (peak x efficiency) x power``
+  per phase, with one efficiency fitted on the training rows (its most favourable setting).
+* ``gbt`` — gradient-boosted trees on the global analytic features plus the phase: the strong
+  tabular reference.
+* ``deepen`` — DeepEn-style random forest on per-kernel features (operations and memory bytes of
+  each kernel type of the row's phase).
+* ``nnlqp`` lives in the GNN with ``feature_view="nnlqp", use_prior=False``: one phase-merged
+  feature set per node and no hardware features.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
+
+from llmco2.analytic.layer import KERNEL_NAMES
+from llmco2.errors import InvalidInputError
+from llmco2.graph.features import global_feature_matrix
+from llmco2.models.dataset import EnergyData
+
+PHASES3 = ("prefill", "decode", "total")
+
+
+def _phase_onehot(phase: NDArray[np.int64]) -> NDArray[np.float64]:
+    return np.eye(3)[phase]
+
+
+class _SklearnPredictor:
+    """Shared plumbing: features per row, a log-energy regressor, pickled checkpoints."""
+
+    kind = "baseline"
+
+    def __init__(self, **params: Any) -> None:
+        self.params = params
+        self.model: Any = None
+
+    def row_features(self, data: EnergyData) -> NDArray[np.float64]:
+        raise NotImplementedError
+
+    def make_model(self) -> Any:
+        raise NotImplementedError
+
+    def fit(self, train: EnergyData, val: EnergyData | None = None, progress: bool = False) -> None:
+        self.model = self.make_model()
+        self.model.fit(self.row_features(train), np.log(train.energy_j))
+
+    def predict_rows(self, data: EnergyData) -> NDArray[np.float64]:
+        if self.model is None:
+            raise InvalidInputError("the predictor is not trained", field="checkpoint")
+        return np.exp(self.model.predict(self.row_features(data)))
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with p.open("wb") as fh:
+            pickle.dump({"kind": self.kind, "params": self.params, "model": self.model}, fh)
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> _SklearnPredictor:
+        with Path(path).open("rb") as fh:
+            state = pickle.load(fh)  # noqa: S301 - our own checkpoint files
+        if state.get("kind") != cls.kind:
+            raise InvalidInputError(f"{path} is not a {cls.kind} checkpoint", field="checkpoint")
+        obj = cls(**state["params"])
+        obj.model = state["model"]
+        return obj
+
+
+class GBTPredictor(_SklearnPredictor):
+    """Gradient-boosted trees on the global analytic features (architecture, request, hardware,
+    phase totals) and the phase."""
+
+    kind = "gbt"
+
+    def make_model(self) -> Any:
+        p = {"max_iter": 500, "learning_rate": 0.05, "max_leaf_nodes": 31, "random_state": 0, **self.params}
+        return HistGradientBoostingRegressor(**p)
+
+    def row_features(self, data: EnergyData) -> NDArray[np.float64]:
+        u = global_feature_matrix(*data.analysis())
+        return np.concatenate([u[data.config], _phase_onehot(data.phase)], axis=1)
+
+
+class DeepEnPredictor(_SklearnPredictor):
+    """Random forest on per-kernel operations and memory bytes of the row's phase (summed over
+    phases for ``total`` rows), one column pair per kernel type, plus batch/prompt/generated."""
+
+    kind = "deepen"
+
+    def make_model(self) -> Any:
+        p = {"n_estimators": 200, "min_samples_leaf": 2, "n_jobs": -1, "random_state": 0, **self.params}
+        return RandomForestRegressor(**p)
+
+    def row_features(self, data: EnergyData) -> NDArray[np.float64]:
+        analysis, _ = data.analysis()
+        per_phase = {}
+        for phase in ("prefill", "decode"):
+            cols = []
+            for k in KERNEL_NAMES:
+                c = analysis.costs[phase][k]
+                cols += [c.ops, c.mem_bytes]
+            per_phase[phase] = np.stack(cols, axis=1)
+        pre, dec = per_phase["prefill"][data.config], per_phase["decode"][data.config]
+        chosen = np.where((data.phase == 0)[:, None], pre, np.where((data.phase == 1)[:, None], dec, pre + dec))
+        b = analysis.batch
+        extra = np.stack([b.batch, b.prompt, b.generated, b.num_gpus], axis=1)[data.config]
+        return np.concatenate([np.log1p(chosen), np.log1p(extra), _phase_onehot(data.phase)], axis=1)
+
+
+class LLMCarbonPredictor(_SklearnPredictor):
+    """``E = ops / (peak x efficiency) x TDP x GPUs`` per phase; ``efficiency`` is one constant
+    fitted on the training rows (the geometric-mean ratio), as LLMCarbon assumes a fixed hardware
+    efficiency."""
+
+    kind = "llmcarbon"
+
+    def _flops_energy(self, data: EnergyData) -> NDArray[np.float64]:
+        analysis, totals = data.analysis()
+        b = analysis.batch
+        per = [totals.totals[p]["ops"] / (b.peak_ops_per_s * b.num_gpus) * b.tdp_w * b.num_gpus for p in ("prefill", "decode")]
+        e = np.stack(per, axis=1)[data.config]
+        out = np.where(data.phase == 0, e[:, 0], e[:, 1])
+        return np.where(data.phase == 2, e[:, 0] + e[:, 1], out)
+
+    def fit(self, train: EnergyData, val: EnergyData | None = None, progress: bool = False) -> None:
+        ideal = self._flops_energy(train)
+        ok = ideal > 0
+        # E = ideal / efficiency  ->  log efficiency = mean(log ideal - log E)
+        self.model = {"efficiency": float(np.exp(np.mean(np.log(ideal[ok]) - np.log(train.energy_j[ok]))))}
+
+    def predict_rows(self, data: EnergyData) -> NDArray[np.float64]:
+        if self.model is None:
+            raise InvalidInputError("the predictor is not trained", field="checkpoint")
+        return self._flops_energy(data) / self.model["efficiency"]
+
+
+BASELINES = {"gbt": GBTPredictor, "deepen": DeepEnPredictor, "llmcarbon": LLMCarbonPredictor}
