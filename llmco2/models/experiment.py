@@ -1,0 +1,158 @@
+"""Experiments: ``train(cfg)`` and ``evaluate(cfg)`` as plain functions returning metrics, wrapped
+by thin ``@hydra.main`` entry points (``python -m llmco2.models.experiment ...``).
+
+A run loads the canonical energy rows named by ``cfg.data``, splits them as ``cfg.split`` says,
+trains the predictor ``cfg.model`` (``_target_``), and writes to its output folder: the resolved
+config, the split, ``metrics.json`` (overall, per phase, per device, per model family),
+``predictions.csv`` and the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from llmco2.data.paths import find_shared_data
+from llmco2.data.schema import concat_tables
+from llmco2.data.splits import Split, co2meter_trace_vs_uniform, leave_one_out, random_split
+from llmco2.errors import InvalidInputError
+from llmco2.models.dataset import EnergyData, energy_data
+from llmco2.models.metrics import grouped_scores, scores
+
+log = logging.getLogger(__name__)
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+def _register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("shared"):
+        def shared(rel: str) -> str:
+            root = find_shared_data()
+            if root is None:
+                raise InvalidInputError("the shared data folder was not found; set LLMCO2_SHARED_DATA", field="data")
+            return str(root / rel)
+
+        OmegaConf.register_new_resolver("shared", shared)
+
+
+_register_resolvers()
+
+
+def load_rows(sources: list[dict[str, Any]]) -> pd.DataFrame:
+    """Import every ``{format, path}`` source into one canonical table."""
+    from llmco2.data.importers import import_file
+
+    tables = []
+    for src in sources:
+        result = import_file(src["format"], src["path"])
+        log.info(result.summary())
+        tables.append(result.table)
+    return concat_tables(tables)
+
+
+def family(model_id: str) -> str:
+    """Model family of a catalog id (``qwen2-7b`` -> ``qwen2``)."""
+    from llmco2.specs import get_model
+
+    try:
+        arch = get_model(model_id)
+        return arch.family or model_id.rsplit("-", 1)[0]
+    except InvalidInputError:
+        return model_id.rsplit("-", 1)[0]
+
+
+def make_split(table: pd.DataFrame, cfg: Any) -> Split:
+    """The split named by ``cfg`` (``kind``: random, leave_one_out, co2meter_trace, co2meter_uniform)."""
+    kind = cfg.kind
+    if kind == "random":
+        return random_split(table, cfg.test_fraction, cfg.val_fraction, cfg.seed)
+    if kind == "leave_one_out":
+        return leave_one_out(table, cfg.column, cfg.holdout, cfg.val_fraction, cfg.seed)
+    if kind in ("co2meter_trace", "co2meter_uniform"):
+        trace, uniform = co2meter_trace_vs_uniform(table, cfg.test_fraction, cfg.val_fraction, cfg.seed)
+        return trace if kind == "co2meter_trace" else uniform
+    raise InvalidInputError(f"unknown split kind {kind!r}", field="split.kind")
+
+
+def _metrics(frame: pd.DataFrame) -> dict[str, Any]:
+    return {
+        **scores(frame["predicted_j"], frame["energy_j"]),
+        "per_phase": grouped_scores(frame, "phase"),
+        "per_device": grouped_scores(frame, "device"),
+        "per_family": grouped_scores(frame, "family"),
+    }
+
+
+def predictions_frame(model: Any, data: EnergyData) -> pd.DataFrame:
+    """Rows of ``data`` with the model's prediction and the error."""
+    frame = data.table[["source", "source_file", "source_row", "device", "model", "batch_size", "prompt_tokens",
+                        "generated_tokens", "phase", "energy_j"]].copy()
+    frame["family"] = frame["model"].astype(str).map(family)
+    frame["predicted_j"] = model.predict_rows(data)
+    frame["ape"] = np.abs(frame["predicted_j"] - frame["energy_j"]) / frame["energy_j"]
+    return frame
+
+
+def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Load, split, train, evaluate on the test part; write the run's artefacts. Returns metrics."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    out = Path(out_dir or cfg.get("out_dir") or ".")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    start = time.perf_counter()
+    table = load_rows(OmegaConf.to_container(cfg.data.sources, resolve=True))  # type: ignore[arg-type]
+    split = make_split(table, cfg.split)
+    split.save(table, out)
+    parts = {p: energy_data(split.frame(table, p)) for p in split.parts}
+    model = instantiate(cfg.model.predictor)
+    model.fit(parts["train"], parts.get("val"))
+    test = parts["test"]
+    frame = predictions_frame(model, test)
+    frame.to_csv(out / "predictions.csv", index=False)
+    metrics = {
+        "name": cfg.get("name", "run"), "model": cfg.model.name, "data": cfg.data.name, "split": split.name,
+        "sizes": {p: len(d.energy_j) for p, d in parts.items()},
+        "excluded": {p: d.excluded for p, d in parts.items()},
+        "seconds": time.perf_counter() - start,
+        "test": _metrics(frame),
+    }
+    if hasattr(model, "history"):
+        metrics["best_epoch"] = model.history.best_epoch
+        metrics["train_seconds"] = model.history.seconds
+    model.save(out / ("checkpoint.pt" if hasattr(model, "history") else "checkpoint.pkl"))
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    log.info("%s on %s/%s: MAPE %.3f EBA10 %.3f EBA30 %.3f", cfg.model.name, cfg.data.name, split.name,
+             metrics["test"]["mape"], metrics["test"]["eba_10"], metrics["test"]["eba_30"])
+    return metrics
+
+
+def evaluate(model: Any, table: pd.DataFrame) -> dict[str, Any]:
+    """Metrics of a trained model on every row of ``table`` (overall, per phase/device/family)."""
+    data = energy_data(table)
+    frame = predictions_frame(model, data)
+    return {**_metrics(frame), "excluded_rows": data.excluded}
+
+
+def main() -> None:  # pragma: no cover - thin wrapper
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+
+    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
+    def _run(cfg: Any) -> float:
+        metrics = train(cfg, HydraConfig.get().runtime.output_dir)
+        return float(metrics["test"]["mape"])
+
+    _run()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
