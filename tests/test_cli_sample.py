@@ -1,0 +1,51 @@
+"""`llmco2 sample` (DESIGN.md convention 5): columns, reproducibility, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from llmco2.cli import main
+
+COLUMNS = ["model", "gpu", "num_gpus", "batch_size", "prompt_tokens", "generated_tokens"]
+
+
+def run(args, capsys):
+    try:
+        code = main(args)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, *capsys.readouterr()
+
+
+def test_focused_sample_is_reproducible(tmp_path: Path, capsys, shared_data) -> None:
+    a, b, c = tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "c.csv"
+    for path, seed in ((a, 3), (b, 3), (c, 4)):
+        code, _, err = run(["sample", "--strategy", "focused", "--trace", "conv", "--n", "300", "--seed", str(seed),
+                            "--out", str(path)], capsys)
+        assert code == 0, err
+    fa, fb, fc = (pd.read_csv(p) for p in (a, b, c))
+    assert list(fa.columns[:6]) == COLUMNS and len(fa) == 300
+    assert fa.equals(fb) and not fa.equals(fc)
+    assert set(fa["trace"]) == {"conv"}
+
+
+def test_random_sample_is_bounded_by_the_trace(tmp_path: Path, capsys, shared_data) -> None:
+    out = tmp_path / "r.csv"
+    code, _, err = run(["sample", "--strategy", "random", "--trace", "code", "--n", "200", "--out", str(out)], capsys)
+    assert code == 0, err
+    frame = pd.read_csv(out)
+    assert frame["generated_tokens"].max() <= 1899 and frame["prompt_tokens"].max() <= 7437
+
+
+@pytest.mark.parametrize("args, mention", [
+    (["--n", "0"], "--n"),
+    (["--n", "10", "--strategy", "smart"], "strategy"),
+    (["--n", "10", "--gpus", "h100,a999"], "a999"),
+])
+def test_bad_sample_arguments(args, mention, tmp_path: Path, capsys) -> None:
+    code, out, err = run(["sample", "--out", str(tmp_path / "x.csv"), *args], capsys)
+    assert code == 2 and out == "" and mention in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.csv").exists()
