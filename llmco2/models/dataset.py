@@ -74,6 +74,13 @@ class EnergyData:
                           self.phase[positions], self.energy_j[positions], [self.items[i] for i in used], dict(self.excluded))
 
 
+def from_items(items: list[tuple[ModelArch, Request, GPU]]) -> EnergyData:
+    """Configurations without measurements (for prediction): one row per item, phase "total"."""
+    n = len(items)
+    return EnergyData(pd.DataFrame(index=range(n)), np.arange(n, dtype=np.int64), np.full(n, 2, dtype=np.int64),
+                      np.full(n, np.nan), list(items))
+
+
 def _int(value: object) -> int | None:
     if value is None or pd.isna(value):
         return None
