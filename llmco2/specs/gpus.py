@@ -9,12 +9,11 @@ verbatim in :attr:`GPU.paper_table2` for reference and are never used in computa
 from __future__ import annotations
 
 import functools
+import tomllib
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from llmco2.errors import InvalidInputError, UnknownIdError
 from llmco2.specs.dtypes import DTYPE_BYTES, canonical_dtype

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import functools
 import json
+import tomllib
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from llmco2.errors import InvalidInputError
 from llmco2.specs.lookup import Catalog
