@@ -1,0 +1,105 @@
+"""Argonne LLM-Inference-Bench (argonne-lcf/LLM-Inference-Bench): one batch run per row.
+
+A row is one offline batch (``batch_size`` sequences, ``input_len`` prompt and ``output_len``
+generated tokens each, ``input_len == output_len``) on 1-4 devices. Energy is the sampled
+average power times the latency (``energy_J_est``): phase ``total``, level ``batch`` (the
+energy of the whole batch), measurement ``power_x_latency``.
+
+* ``avg_power_W`` is already in watts for every row; ``power_unit_in_file`` records the unit
+  the original results file used (W or mW, converted when the combined file was made). Every
+  row's power per device is checked to be plausible in watts (:data:`WATTS_PER_DEVICE`), so a
+  value left in mW or kW raises instead of being imported 1000x off; ``energy_J_est`` is checked
+  against power x latency.
+* Rows from the superseded commit ``943daf64`` whose file used W and ran on one device read
+  about 190-240 W higher than the same configurations in later files (the node's idle GPUs
+  appear to be included): kept, flagged ``power_includes_idle_gpus``. The Gaudi2 one-device rows
+  of that commit (711-866 W, above the 600 W TDP of one Gaudi2) are of the same kind.
+* Devices: the A100s are ALCF Polaris nodes (A100-SXM4 40 GB); the H100 draws up to 600 W per
+  device, so it is the SXM part; Gaudi2 is ``gaudi2``.
+* Multi-device runs use tensor parallelism (vLLM ``tensor_parallel_size``, TensorRT-LLM
+  ``tp_size``, DeepSpeed tensor slicing): ``tensor_parallel = num_devices``.
+* Models the catalog does not have (DeciLM-7B, Aquila-7B) are dropped and counted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from llmco2.data.importers.base import (
+    ARCH_FIELDS,
+    ImportResult,
+    Rows,
+    arch_columns,
+    finish,
+    gpu_id,
+    model_id,
+    number,
+    read_csv,
+    text,
+)
+
+FORMAT = "argonne"
+REQUIRED = ("source", "hardware", "num_devices", "framework", "model", "input_len", "output_len", "batch_size", "latency_s",
+            "avg_power_W", "power_unit_in_file", "energy_J_est")
+DEVICES = {"Nvidia A100 GPU": "a100-40gb", "Nvidia H100 GPU": "h100-sxm", "Habana Gaudi2": "gaudi2"}
+ENGINES = {"vllm": "vllm", "tensorrt-llm": "tensorrt-llm", "deepspeed": "deepspeed", "deepspeed-mii": "deepspeed-mii"}
+POWER_UNITS = ("W", "mW", "kW")
+WATTS_PER_DEVICE = (10.0, 2000.0)
+SUPERSEDED_COMMIT = "943daf64"
+IDLE_FLAG = "power_includes_idle_gpus"
+ZERO_ENERGY = "energy_j == 0"
+
+
+def import_argonne(path: Path) -> ImportResult:
+    src = read_csv(Path(path), required=REQUIRED)
+    n = len(src)
+    num = {c: number(src, c, integer=c in ("num_devices", "input_len", "output_len", "batch_size"))
+           for c in ("num_devices", "input_len", "output_len", "batch_size", "latency_s", "avg_power_W", "energy_J_est")}
+    unit = text(src, "power_unit_in_file")
+    src.fail_first(~unit.isin(POWER_UNITS).to_numpy(), "power_unit_in_file",
+                   lambda i: f"{unit.iloc[i]!r} is not one of {', '.join(POWER_UNITS)}")
+    per_device = num["avg_power_W"] / num["num_devices"]
+    lo, hi = WATTS_PER_DEVICE
+    src.fail_first((per_device < lo) | (per_device > hi), "avg_power_W",
+                   lambda i: f"{num['avg_power_W'][i]:g} W over {num['num_devices'][i]:g} devices is not a plausible power in "
+                   f"watts ({lo:g}-{hi:g} W per device); the file says its source used {unit.iloc[i]}")
+    expected = num["avg_power_W"] * num["latency_s"]
+    src.fail_first(np.abs(num["energy_J_est"] - expected) > 0.01 * expected + 0.5, "energy_J_est",
+                   lambda i: f"{num['energy_J_est'][i]:g} J disagrees with avg_power_W x latency_s = {expected[i]:g} J")
+
+    rows = Rows(n)
+    hardware, model_names = text(src, "hardware"), text(src, "model")
+    devices = hardware.map({h: gpu_id(h, DEVICES) for h in pd.unique(hardware)})
+    models = model_names.map({m: model_id(m) for m in pd.unique(model_names)})
+    rows.drop_unresolved(devices, hardware, "device")
+    rows.drop_unresolved(models, model_names, "model")
+    rows.drop(num["energy_J_est"] == 0, ZERO_ENERGY)
+
+    commit = text(src, "source").str.split().str[0]
+    rows.flag((commit == SUPERSEDED_COMMIT).to_numpy() & (unit == "W").to_numpy() & (num["num_devices"] == 1), IDLE_FLAG)
+
+    framework = text(src, "framework").str.lower()
+    arch = arch_columns(models.where(rows.keep))
+    raw = pd.DataFrame({
+        "source_row": src.lines,
+        "device": devices,
+        "num_devices": num["num_devices"],
+        "tensor_parallel": num["num_devices"],
+        "pipeline_parallel": 1,
+        "engine": framework.map(lambda f: ENGINES.get(f, f)),
+        "model": models,
+        **{c: arch[c] for c in ARCH_FIELDS},
+        "kv_cache": True,  # vLLM, TensorRT-LLM and DeepSpeed(-MII) all decode with a KV cache
+        "batch_size": num["batch_size"],
+        "prompt_tokens": num["input_len"],
+        "generated_tokens": num["output_len"],
+        "phase": "total",
+        "level": "batch",
+        "energy_j": num["energy_J_est"],
+        "latency_s": num["latency_s"],
+        "measurement": "power_x_latency",
+    })
+    return finish(raw, rows, FORMAT, Path(path), n)

@@ -1,0 +1,100 @@
+"""ML.ENERGY leaderboard v2 (ml-energy/benchmark, 2024): one vLLM configuration at steady state.
+
+A row is a (model, GPU, TP, PP, batch cap) run of a loaded vLLM server: energy per request
+(all GPUs, measured with Zeus from NVML energy counters), the average number of output tokens
+and the average running batch. Phase ``total`` (prefill folded in), level ``steady_state``
+(``energy_j`` per request), ``batch_size`` = average batch, ``generated_tokens`` = average
+output tokens, ``prompt_tokens`` null (ShareGPT prompts, lengths not recorded), engine ``vllm``.
+Weights and KV cache are 16-bit (vLLM ``dtype=auto`` on the bf16/fp16 checkpoints).
+
+* ``task_type == mllm_text_generation`` rows (image + text prompts to LLaVA, Chameleon,
+  Phi-3-vision) are not text generation: dropped and counted.
+* ``model_dir`` quirk: Mixtral-8x22B runs kept in ``...-Instruct-v0.1-pp1`` are the same model
+  run with PP 1; the model is read from ``Model`` and the suffix must agree with ``PP``.
+* Models the catalog does not have (CodeGemma, Phi-3-small, Mistral-Large, ...) are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from llmco2.data.importers.base import (
+    ARCH_FIELDS,
+    ImportResult,
+    Rows,
+    arch_columns,
+    finish,
+    gpu_id,
+    model_id,
+    number,
+    read_csv,
+    text,
+)
+
+FORMAT = "mlenergy_v2"
+REQUIRED = ("task_type", "task", "model_dir", "Model", "GPU", "TP", "PP", "Energy/req (J)", "Avg Output Tokens", "Avg BS (reqs)",
+            "num_gpus")
+TEXT_TASK_TYPES = ("llm_text_generation",)
+MODELS = {"mistralai/Mixtral-8x22B-Instruct-v0.1": "mixtral-8x22b"}
+ZERO_ENERGY = "energy_j == 0"
+
+
+def import_mlenergy_v2(path: Path) -> ImportResult:
+    src = read_csv(Path(path), required=REQUIRED)
+    n = len(src)
+    tp, pp, gpus = (number(src, c, integer=True) for c in ("TP", "PP", "num_gpus"))
+    energy, out_tokens, batch = (number(src, c) for c in ("Energy/req (J)", "Avg Output Tokens", "Avg BS (reqs)"))
+    src.fail_first(gpus != tp * pp, "num_gpus", lambda i: f"{gpus[i]:g} is not TP x PP = {tp[i]:g} x {pp[i]:g}")
+
+    model_names, model_dir = text(src, "Model"), text(src, "model_dir")
+    suffix = [_dir_suffix(d, m) for d, m in zip(model_dir, model_names, strict=True)]
+    src.fail_first(np.array([s is None for s in suffix]), "model_dir",
+                   lambda i: f"{model_dir.iloc[i]!r} is neither Model ({model_names.iloc[i]!r}) nor Model + '-pp<N>'")
+    src.fail_first(np.array([s not in ("", None) and int(s) != pp[i] for i, s in enumerate(suffix)]), "model_dir",
+                   lambda i: f"{model_dir.iloc[i]!r} says pp{suffix[i]} but PP is {pp[i]:g}")
+
+    rows = Rows(n)
+    task_type = text(src, "task_type")
+    for kind in sorted(set(pd.unique(task_type)) - set(TEXT_TASK_TYPES)):
+        rows.drop((task_type == kind).to_numpy(), f"multimodal task ({kind})" if kind.startswith("mllm") else f"task type {kind}")
+    gpu_names = text(src, "GPU")
+    devices = gpu_names.map({g: gpu_id(g) for g in pd.unique(gpu_names)})
+    models = model_names.map({m: model_id(m, MODELS) for m in pd.unique(model_names)})
+    rows.drop_unresolved(devices, gpu_names, "device")
+    rows.drop_unresolved(models, model_names, "model")
+    rows.drop(energy == 0, ZERO_ENERGY)
+
+    arch = arch_columns(models.where(rows.keep))
+    raw = pd.DataFrame({
+        "source_row": src.lines,
+        "device": devices,
+        "num_devices": gpus,
+        "tensor_parallel": tp,
+        "pipeline_parallel": pp,
+        "engine": "vllm",
+        "model": models,
+        **{c: arch[c] for c in ARCH_FIELDS},
+        "weight_bits": 16,
+        "kv_bits": 16,
+        "kv_cache": True,
+        "batch_size": batch,
+        "prompt_tokens": None,
+        "generated_tokens": out_tokens,
+        "phase": "total",
+        "level": "steady_state",
+        "energy_j": energy,
+        "measurement": "nvml_energy",
+    })
+    return finish(raw, rows, FORMAT, Path(path), n)
+
+
+def _dir_suffix(model_dir: str, model: str) -> str | None:
+    """``""`` when ``model_dir`` is the model, the N of a ``-ppN`` suffix, ``None`` otherwise."""
+    if model_dir == model:
+        return ""
+    m = re.fullmatch(re.escape(model) + r"-pp(\d+)", model_dir)
+    return m.group(1) if m else None

@@ -1,0 +1,101 @@
+"""ML.ENERGY leaderboard v3 (ml-energy/leaderboard ``public/data``, 2025): one vLLM configuration
+at steady state on H100.
+
+As v2: phase ``total``, level ``steady_state``, ``energy_j`` = energy per request,
+``generated_tokens`` = average output length, ``batch_size`` = average batch, prompt null,
+engine ``vllm``, Zeus/NVML energy.
+
+* Text tasks only (``gpqa``, ``lm-arena-chat``, ``sourcegraph-fim``): ``image-chat`` and
+  ``video-chat`` rows are dropped and counted under ``multimodal task (<task>)``.
+* ``weight_precision`` -> ``weight_bits`` (bfloat16 16, fp8 8, mxfp4 4; anything else raises).
+  ``kv_bits`` is 16 for bf16 runs and left null otherwise (the file does not say whether the
+  fp8 / mxfp4 runs quantised the KV cache).
+* Expert parallelism has no canonical column: ``num_devices`` = ``num_gpus`` always, and
+  ``tensor_parallel`` is the file's value only when ``expert_parallel`` is 1 (with EP the
+  attention layout is not stated, so it is left null).
+* Fine-tunes and re-quantisations with the architecture of a catalog model are mapped to it
+  (:data:`MODELS`); models the catalog does not have (Qwen3-VL, Qwen3-Omni, Llama-4, the
+  Nemotron Mamba hybrids) are dropped and counted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from llmco2.data.importers.base import (
+    ARCH_FIELDS,
+    ImportResult,
+    Rows,
+    arch_columns,
+    finish,
+    gpu_id,
+    model_id,
+    number,
+    read_csv,
+    text,
+)
+
+FORMAT = "mlenergy_v3"
+REQUIRED = ("task", "model_id", "gpu_model", "num_gpus", "tensor_parallel", "expert_parallel", "avg_batch_size", "avg_output_len",
+            "energy_per_request_joules", "weight_precision")
+MULTIMODAL_TASKS = ("image-chat", "video-chat")
+PRECISION_BITS = {"bfloat16": 16, "fp8": 8, "mxfp4": 4}
+# Same architecture as the catalog entry (published configs): thinking / coder fine-tunes and
+# FP8 re-quantisations (the precision goes to weight_bits).
+MODELS = {
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": "qwen3-235b-a22b",
+    "Qwen/Qwen3-235B-A22B-Thinking-2507": "qwen3-235b-a22b",
+    "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8": "qwen3-235b-a22b",
+    "Qwen/Qwen3-30B-A3B-Thinking-2507": "qwen3-30b-a3b",
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct": "qwen3-30b-a3b",
+    "meta-llama/Llama-3.1-405B-Instruct-FP8": "llama3.1-405b",
+}
+ZERO_ENERGY = "energy_j == 0"
+
+
+def import_mlenergy_v3(path: Path) -> ImportResult:
+    src = read_csv(Path(path), required=REQUIRED)
+    n = len(src)
+    gpus, tp, ep = (number(src, c, integer=True) for c in ("num_gpus", "tensor_parallel", "expert_parallel"))
+    energy, out_len, batch = (number(src, c) for c in ("energy_per_request_joules", "avg_output_len", "avg_batch_size"))
+    precision = text(src, "weight_precision").str.lower()
+    src.fail_first(~precision.isin(list(PRECISION_BITS)).to_numpy(), "weight_precision",
+                   lambda i: f"{precision.iloc[i]!r} is not one of {', '.join(PRECISION_BITS)}")
+    bits = precision.map(PRECISION_BITS).to_numpy(dtype=float)
+
+    rows = Rows(n)
+    task = text(src, "task")
+    for kind in MULTIMODAL_TASKS:
+        rows.drop((task == kind).to_numpy(), f"multimodal task ({kind})")
+    gpu_names, model_names = text(src, "gpu_model"), text(src, "model_id")
+    devices = gpu_names.map({g: gpu_id(g) for g in pd.unique(gpu_names)})
+    models = model_names.map({m: model_id(m, MODELS) for m in pd.unique(model_names)})
+    rows.drop_unresolved(devices, gpu_names, "device")
+    rows.drop_unresolved(models, model_names, "model")
+    rows.drop(energy == 0, ZERO_ENERGY)
+
+    arch = arch_columns(models.where(rows.keep))
+    raw = pd.DataFrame({
+        "source_row": src.lines,
+        "device": devices,
+        "num_devices": gpus,
+        "tensor_parallel": np.where(ep == 1, tp, np.nan),
+        "pipeline_parallel": 1,
+        "engine": "vllm",
+        "model": models,
+        **{c: arch[c] for c in ARCH_FIELDS},
+        "weight_bits": bits,
+        "kv_bits": np.where(bits == 16, 16, np.nan),
+        "kv_cache": True,
+        "batch_size": batch,
+        "prompt_tokens": None,
+        "generated_tokens": out_len,
+        "phase": "total",
+        "level": "steady_state",
+        "energy_j": energy,
+        "measurement": "nvml_energy",
+    })
+    return finish(raw, rows, FORMAT, Path(path), n)
