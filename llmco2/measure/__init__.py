@@ -1,0 +1,72 @@
+"""Energy measurement on NVIDIA GPUs: an NVML meter, an inference runner and resumable sweeps.
+
+* :mod:`llmco2.measure.nvml` — lazy NVML bindings, typed errors;
+* :mod:`llmco2.measure.meter` — :class:`EnergyMeter` (``begin_window`` / ``end_window`` ->
+  :class:`Measurement`), energy counter with a power-sampling fallback, idle power;
+* :mod:`llmco2.measure.hf_models` — catalog architecture -> transformers model (random weights);
+* :mod:`llmco2.measure.runner` — :class:`InferenceRunner`: prefill and decode measured apart;
+* :mod:`llmco2.measure.store` / :mod:`llmco2.measure.sweep` — append-as-you-go, resumable sweeps;
+* :mod:`llmco2.measure.sweep_app` — Hydra entry point (one job per shard).
+
+Importing this package needs neither a GPU nor ``nvidia-ml-py`` nor transformers; torch is
+imported only by the runner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmco2.measure.errors import (
+    CounterWrapError,
+    MeasurementError,
+    NoGPUError,
+    NVMLCallError,
+    NVMLGPULostError,
+    NVMLNoPermissionError,
+    NVMLNotSupportedError,
+    NVMLTimeoutError,
+    NVMLUninitializedError,
+    NVMLUnknownError,
+    UnsupportedConfigError,
+    WindowError,
+)
+from llmco2.measure.meter import EnergyMeter, Measurement, Meter
+
+_LAZY = {
+    "InferenceRunner": "llmco2.measure.runner",
+    "RunResult": "llmco2.measure.runner",
+    "PhaseStats": "llmco2.measure.runner",
+    "build_model": "llmco2.measure.hf_models",
+    "hf_config_for": "llmco2.measure.hf_models",
+    "SweepOptions": "llmco2.measure.sweep",
+    "plan_sweep": "llmco2.measure.sweep",
+    "run_sweep": "llmco2.measure.sweep",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'llmco2.measure' has no attribute {name!r}")
+
+
+__all__ = [
+    "CounterWrapError",
+    "EnergyMeter",
+    "Measurement",
+    "MeasurementError",
+    "Meter",
+    "NVMLCallError",
+    "NVMLGPULostError",
+    "NVMLNoPermissionError",
+    "NVMLNotSupportedError",
+    "NVMLTimeoutError",
+    "NVMLUninitializedError",
+    "NVMLUnknownError",
+    "NoGPUError",
+    "UnsupportedConfigError",
+    "WindowError",
+    *_LAZY,
+]

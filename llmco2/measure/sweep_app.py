@@ -1,0 +1,97 @@
+"""Hydra entry point of a measurement sweep, one job per shard.
+
+Locally::
+
+    python -m llmco2.measure.sweep_app configs=/abs/configs.csv out=/abs/data/measurements/h100.csv
+
+On a Slurm cluster (``pip install hydra-submitit-launcher``), one job per shard::
+
+    python -m llmco2.measure.sweep_app -m hydra/launcher=submitit_slurm \\
+        shard='range(0,8)' num_shards=8 configs=/abs/configs.csv out=/abs/data/measurements/h100.csv
+
+Each shard writes ``NAME.shardIofK.csv`` (and its run log and failure file); rerunning a job
+resumes it. The defaults live in ``conf/measure.yaml`` (and in :class:`MeasureConfig` when the
+package is installed without the repository's ``conf/`` folder).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from llmco2.measure.sweep import SweepOptions, parse_gpus, parse_model_paths, plan_sweep
+from llmco2.measure.sweep import run_sweep as _run
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class MeasureConfig:
+    """Typed defaults of a sweep (see :class:`~llmco2.measure.sweep.SweepOptions`)."""
+
+    configs: str = MISSING
+    out: str = MISSING
+    repeats: int = 5
+    warmup: int = 1
+    gpus: list[int] = field(default_factory=lambda: [0])
+    idle_s: float = 5.0
+    device: str | None = None
+    shard: int = 0
+    num_shards: int = 1
+    retry_failed: bool = False
+    model_paths: dict[str, str] = field(default_factory=dict)
+    method: str = "auto"
+    power_interval_s: float = 0.02
+    seed: int = 0
+    dry_run: bool = False
+    progress: bool = False
+
+
+ConfigStore.instance().store(name="measure_schema", node=MeasureConfig)
+
+_CONF = Path(__file__).resolve().parents[2] / "conf"
+_HAS_CONF = (_CONF / "measure.yaml").is_file()
+
+
+def options_from_cfg(cfg: Any) -> SweepOptions:
+    """:class:`SweepOptions` from a Hydra/OmegaConf config (or any mapping with the same keys)."""
+    data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    assert isinstance(data, dict)
+    return SweepOptions(
+        configs=Path(str(data["configs"])), out=Path(str(data["out"])), repeats=int(data.get("repeats", 5)),
+        warmup=int(data.get("warmup", 1)), gpus=parse_gpus(data.get("gpus", [0])), idle_s=float(data.get("idle_s", 5.0)),
+        device=data.get("device"), shard=int(data.get("shard", 0)), num_shards=int(data.get("num_shards", 1)),
+        retry_failed=bool(data.get("retry_failed", False)), model_paths=parse_model_paths(data.get("model_paths") or {}),
+        method=str(data.get("method", "auto")), power_interval_s=float(data.get("power_interval_s", 0.02)),
+        seed=int(data.get("seed", 0)), progress=bool(data.get("progress", False)),
+    )
+
+
+def run_sweep(cfg: Any) -> dict[str, Any]:
+    """Run (or, with ``dry_run``, plan) the shard ``cfg`` describes; returns the summary or the plan."""
+    options = options_from_cfg(cfg)
+    dry = bool(cfg.get("dry_run", False)) if hasattr(cfg, "get") else False
+    if dry:
+        plan = plan_sweep(options, readonly=True).to_dict()
+        plan.pop("configurations")
+        return plan
+    return _run(options)
+
+
+@hydra.main(version_base="1.3", config_path=str(_CONF) if _HAS_CONF else None,
+            config_name="measure" if _HAS_CONF else "measure_schema")
+def main(cfg: DictConfig) -> dict[str, Any]:
+    result = run_sweep(cfg)
+    print(json.dumps(result, indent=2, default=str))
+    return result
+
+
+if __name__ == "__main__":
+    main()
