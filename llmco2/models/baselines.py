@@ -92,7 +92,9 @@ class GBTPredictor(_SklearnPredictor):
 
 class DeepEnPredictor(_SklearnPredictor):
     """Random forest on per-kernel operations and memory bytes of the row's phase (summed over
-    phases for ``total`` rows), one column pair per kernel type, plus batch/prompt/generated."""
+    phases for ``total`` rows), one column pair per kernel type, plus batch/prompt/generated and
+    the GPU's peak, bandwidth and TDP (DeepEn fits one device at a time; pooled over devices it
+    needs them)."""
 
     kind = "deepen"
 
@@ -112,7 +114,9 @@ class DeepEnPredictor(_SklearnPredictor):
         pre, dec = per_phase["prefill"][data.config], per_phase["decode"][data.config]
         chosen = np.where((data.phase == 0)[:, None], pre, np.where((data.phase == 1)[:, None], dec, pre + dec))
         b = analysis.batch
-        extra = np.stack([b.batch, b.prompt, b.generated, b.num_gpus], axis=1)[data.config]
+        # DeepEn models one device at a time; on mixed devices it needs the hardware's numbers
+        extra = np.stack([b.batch, b.prompt, b.generated, b.num_gpus, b.peak_ops_per_s, b.mem_bw_bytes_per_s, b.tdp_w],
+                         axis=1)[data.config]
         return np.concatenate([np.log1p(chosen), np.log1p(extra), _phase_onehot(data.phase)], axis=1)
 
 

@@ -70,6 +70,7 @@ class GNNPredictor:
         self.scaler: FeatureScaler | None = None
         self.target: EnergyTarget | None = None
         self.domain: dict[str, Any] = {}
+        self.latency: dict[str, Any] | None = None  # LatencyCalibration state, set by the trainer of a shipped model
         self.history = TrainHistory()
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -185,7 +186,7 @@ class GNNPredictor:
         torch.save({
             "format": CHECKPOINT_FORMAT, "kind": "llmco2-gnn", "feature_schema_version": FEATURE_SCHEMA_VERSION,
             "config": asdict(self.config), "state_dict": self.net.state_dict(), "scaler": self.scaler.state_dict(),
-            "target": self.target.state_dict(), "domain": self.domain,
+            "target": self.target.state_dict(), "domain": self.domain, "latency": self.latency,
             "history": asdict(self.history),
         }, p)
         return p
@@ -213,6 +214,7 @@ class GNNPredictor:
                               cfg.dropout, cfg.use_graph)
         model.net.load_state_dict(state["state_dict"])
         model.domain = state.get("domain", {})
+        model.latency = state.get("latency")
         return model
 
 

@@ -1,0 +1,116 @@
+"""`llmco2 predict` (convention 3) and `llmco2 evaluate` (convention 4), with a tiny checkpoint
+trained here and with the shipped default."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llmco2.carbon.accounting import SECONDS_PER_YEAR
+from llmco2.cli import main
+from llmco2.models.dataset import energy_data
+from llmco2.models.latency import LatencyModel
+from llmco2.models.predict import default_checkpoint_path
+from llmco2.models.train import GNNPredictor, TrainConfig
+from tests.test_gnn import synthetic_table
+
+REQUEST = ["--model", "qwen2-1.5b", "--gpu", "a100-80gb", "--batch-size", "1", "--prompt-tokens", "256", "--gen-tokens", "32"]
+
+
+def run(args, capsys):
+    try:
+        code = main(args)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, *capsys.readouterr()
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    table = synthetic_table(60)
+    data = energy_data(table)
+    model = GNNPredictor(TrainConfig(hidden=16, max_epochs=3))
+    model.fit(data)
+    table["latency_s"] = np.where(table["phase"] == "prefill", 0.05, 1.0)
+    lat = LatencyModel.fit(energy_data(table), table["latency_s"].to_numpy())
+    model.latency = lat.state_dict()
+    return model.save(tmp_path_factory.mktemp("ckpt") / "tiny.pt")
+
+
+def test_predict_json_carbon_arithmetic(checkpoint: Path, capsys) -> None:
+    code, out, err = run(["predict", *REQUEST, "--carbon-intensity", "400", "--pue", "1.2", "--json", "--checkpoint",
+                          str(checkpoint)], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert {"prefill", "decode", "total", "operational", "embodied"} <= set(doc)
+    assert doc["total"] == pytest.approx(doc["prefill"] + doc["decode"])
+    kwh = doc["total"] / 3.6e6
+    assert doc["operational"] == pytest.approx(kwh * 1.2 * 400, rel=1e-12)
+    # embodied: (8.26 cm2 x 1.6 kg/cm2 + 80 GB x 0.4 kg/GB) x 1 GPU x latency / 5 years, in grams
+    device_g = (8.26 * 1.6 + 80 * 0.4) * 1000
+    assert doc["embodied"] == pytest.approx(device_g * doc["latency_s"]["total"] / (5 * SECONDS_PER_YEAR))
+    assert doc["carbon_g"]["total"] == pytest.approx(doc["operational"] + doc["embodied"])
+    assert any("unseen GPU a100-80gb" in n for n in doc["notes"])
+
+
+def test_predict_region_and_named_pue(checkpoint: Path, capsys) -> None:
+    code, out, _ = run(["predict", *REQUEST, "--region", "fr", "--pue", "google", "--json", "--checkpoint", str(checkpoint)], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["assumptions"]["grid"]["region"] == "fra" and doc["assumptions"]["pue"]["id"] == "google"
+    assert doc["operational"] == pytest.approx(doc["total"] / 3.6e6 * doc["assumptions"]["pue"]["value"]
+                                               * doc["assumptions"]["grid"]["g_co2eq_per_kwh"])
+    code, text, _ = run(["predict", *REQUEST, "--checkpoint", str(checkpoint)], capsys)
+    assert code == 0 and "carbon" in text and "assumptions" in text
+
+
+def test_predict_file(tmp_path: Path, checkpoint: Path, capsys) -> None:
+    src = tmp_path / "req.csv"
+    src.write_text("model,gpu,num_gpus,batch_size,prompt_tokens,generated_tokens\n"
+                   "qwen2-1.5b,jetson-orin,1,1,128,16\nqwen2-0.5b,jetson-orin,1,1,64,1\nllama3.1-8b,h100,2,2,512,64\n")
+    out = tmp_path / "pred.csv"
+    code, _, err = run(["predict", "--requests", str(src), "--out", str(out), "--checkpoint", str(checkpoint)], capsys)
+    assert code == 0, err
+    frame = pd.read_csv(out)
+    assert list(frame.columns[:6]) == ["model", "gpu", "num_gpus", "batch_size", "prompt_tokens", "generated_tokens"]
+    assert (frame["total_j"] > 0).all() and frame.loc[1, "decode_j"] == 0  # one generated token: no decode
+    assert list(frame["extrapolated"]) == [False, False, True]
+    assert np.isnan(frame.loc[0, "embodied_g"]) and frame.loc[2, "embodied_g"] > 0  # Orin's die area is unpublished
+
+
+@pytest.mark.parametrize("extra, mention", [
+    (["--region", "atlantis"], "atlantis"),
+    (["--region", "fr", "--carbon-intensity", "10"], "--region"),
+    (["--pue", "0.8"], "PUE"),
+    (["--carbon-intensity", "-1"], "carbon-intensity"),
+])
+def test_predict_bad_options(extra, mention, checkpoint: Path, capsys) -> None:
+    code, out, err = run(["predict", *REQUEST, "--checkpoint", str(checkpoint), *extra], capsys)
+    assert code == 2 and out == "" and mention in err and len(err.strip().splitlines()) == 1
+
+
+def test_predict_missing_request_fields(capsys) -> None:
+    code, _, err = run(["predict", "--model", "qwen2-7b"], capsys)
+    assert code == 2 and "--gpu" in err
+
+
+def test_evaluate_json(tmp_path: Path, checkpoint: Path, capsys) -> None:
+    path = tmp_path / "rows.csv"
+    synthetic_table(15).assign(source="co2meter").to_csv(path, index=False)
+    code, out, err = run(["evaluate", "--data", str(path), "--checkpoint", str(checkpoint), "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert {"n", "mape", "median_ape", "eba_5", "eba_10", "eba_30"} <= set(doc)
+    assert doc["n"] == 30 and set(doc["per_phase"]) == {"prefill", "decode"} and set(doc["per_device"]) == {"jetson-orin"}
+    assert 0 <= doc["eba_10"] <= doc["eba_30"] <= 1
+
+
+@pytest.mark.skipif(not default_checkpoint_path().is_file(), reason="no shipped checkpoint in this checkout")
+def test_shipped_checkpoint_predicts(capsys) -> None:
+    code, out, err = run(["predict", *REQUEST, "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["total"] > 0 and doc["operational"] > 0
