@@ -121,3 +121,23 @@ def test_baselines_fit_predict_round_trip(name: str, tmp_path) -> None:
     assert np.allclose(again.predict_rows(data), pred)
     if name != "llmcarbon":  # learned baselines fit their training data well
         assert scores(pred, data.energy_j)["mape"] < 0.2
+
+
+def test_predictions_stay_in_the_clamped_ratio_range(a100) -> None:
+    """Far outside the training data (another GPU, 8 GPUs, batch 64) the energy stays within the
+    clamped ratio to the physics prior instead of exploding."""
+    from llmco2.models.dataset import from_items
+    from llmco2.models.targets import physics_prior_j
+    from llmco2.specs import Request, get_model
+
+    data = energy_data(synthetic_table(40))
+    model = GNNPredictor(TrainConfig(hidden=16, max_epochs=3))
+    model.fit(data)
+    far = from_items([(get_model("qwen2-7b"), Request(batch_size=64, prompt_tokens=4000, generated_tokens=500, num_gpus=4), a100)])
+    pred = model.predict_phases(far)
+    prior = physics_prior_j(*far.analysis())
+    t = model.target
+    assert np.all(np.isfinite(pred))
+    bounds_hi = np.exp(t.hi * t.std + t.mean) * prior
+    bounds_lo = np.exp(t.lo * t.std + t.mean) * prior
+    assert np.all(pred <= bounds_hi * (1 + 1e-9)) and np.all(pred >= bounds_lo * (1 - 1e-9))

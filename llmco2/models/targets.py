@@ -29,24 +29,40 @@ def physics_prior_j(analysis: LayerAnalysis, totals: ModelTotals) -> NDArray[np.
     return np.maximum(np.stack(cols, axis=1), MIN_PRIOR_J)
 
 
+#: Predictions may leave the training range of the standardised log-ratio by this much (in std).
+CLAMP_MARGIN = 1.0
+
+
 @dataclass
 class EnergyTarget:
-    """Standardisation of the per-phase log-ratio ``log(E / E_prior)``."""
+    """Standardisation of the per-phase log-ratio ``log(E / E_prior)``, and the range predictions
+    are held to: the training range widened by :data:`CLAMP_MARGIN` standard deviations. The prior
+    carries the scale of a request; the learned ratio only corrects it, so a request far outside
+    the training data (new hardware, many GPUs) cannot run away exponentially."""
 
     mean: NDArray[np.float64]
     std: NDArray[np.float64]
+    lo: NDArray[np.float64] | None = None
+    hi: NDArray[np.float64] | None = None
 
     @classmethod
     def fit(cls, log_ratio: NDArray[np.float64], mask: NDArray[np.bool_]) -> EnergyTarget:
-        """Mean and std per phase over the rows where ``mask`` is set (``[n, 2]`` each)."""
-        mean = np.zeros(2)
-        std = np.ones(2)
+        """Mean, std and clamp range per phase over the rows where ``mask`` is set (``[n, 2]``)."""
+        mean, std = np.zeros(2), np.ones(2)
+        lo, hi = np.full(2, -np.inf), np.full(2, np.inf)
         for p in range(2):
             vals = log_ratio[mask[:, p], p]
             if len(vals):
                 mean[p] = float(vals.mean())
                 std[p] = float(max(vals.std(), 1e-3))
-        return cls(mean, std)
+                z = (vals - mean[p]) / std[p]
+                lo[p], hi[p] = float(z.min()) - CLAMP_MARGIN, float(z.max()) + CLAMP_MARGIN
+        return cls(mean, std, lo, hi)
+
+    def clamp(self, z: NDArray[np.float64]) -> NDArray[np.float64]:
+        if self.lo is None or self.hi is None:
+            return z
+        return np.clip(z, self.lo, self.hi)
 
     def encode(self, log_ratio: NDArray[np.float64]) -> NDArray[np.float64]:
         return (log_ratio - self.mean) / self.std
@@ -56,14 +72,18 @@ class EnergyTarget:
 
     def energy_j(self, z: NDArray[np.float64], prior_j: NDArray[np.float64]) -> NDArray[np.float64]:
         """``[n, 2]`` predicted energy (J) from standardised outputs and the prior."""
-        return np.exp(self.decode_log_ratio(z)) * prior_j
+        return np.exp(self.decode_log_ratio(self.clamp(z))) * prior_j
 
     def state_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean.tolist(), "std": self.std.tolist()}
+        out: dict[str, Any] = {"mean": self.mean.tolist(), "std": self.std.tolist()}
+        if self.lo is not None and self.hi is not None:
+            out.update(lo=self.lo.tolist(), hi=self.hi.tolist())
+        return out
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> EnergyTarget:
-        return cls(np.asarray(state["mean"], dtype=float), np.asarray(state["std"], dtype=float))
+        bounds = [np.asarray(state[k], dtype=float) if k in state else None for k in ("lo", "hi")]
+        return cls(np.asarray(state["mean"], dtype=float), np.asarray(state["std"], dtype=float), *bounds)
 
 
 def phase_energy(pred_j: NDArray[np.float64], phase: NDArray[np.int64]) -> NDArray[np.float64]:

@@ -1,0 +1,120 @@
+"""``llmco2 report ...``: the paper's case studies, the carbon of an Azure trace, and the GPU
+comparison, as figures (and JSON/CSV with ``--json``/``--csv``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from llmco2.cli.common import Parser, print_json
+from llmco2.errors import InvalidInputError
+
+
+def _carbon_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--region", default=None)
+    p.add_argument("--carbon-intensity", type=float, default=None, metavar="G_PER_KWH")
+    p.add_argument("--pue", default=None)
+    p.add_argument("--lifetime-years", type=float, default=None)
+    p.add_argument("--checkpoint", default=None)
+    p.add_argument("--json", action="store_true", help="also print the numbers as JSON")
+
+
+def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
+    rep = sub.add_parser("report", help="figures: case studies, a whole Azure trace, which GPU emits least")
+    rsub = rep.add_subparsers(dest="what", required=True, parser_class=Parser)
+    cs = rsub.add_parser("case-studies", help="paper Figures 9-11 (carbon per GPU-second; Bloom-7b1 over 1/2/4 GPUs)")
+    cs.add_argument("-o", "--out", required=True, help="folder for the PNGs")
+    cs.add_argument("--gpu", default="a100-80gb")
+    _carbon_args(cs)
+    tr = rsub.add_parser("trace", help="carbon of every request of an Azure trace on a model and GPU")
+    tr.add_argument("--trace", choices=("code", "conv"), default="conv")
+    tr.add_argument("--model", default="llama3.1-8b")
+    tr.add_argument("--gpu", default="a100-80gb")
+    tr.add_argument("--gpus", type=int, default=1)
+    tr.add_argument("--batch-size", type=int, default=1)
+    tr.add_argument("-o", "--out", required=True, help="figure (.png/.pdf/.svg)")
+    tr.add_argument("--csv", default=None, help="also write every request's footprint to this CSV")
+    _carbon_args(tr)
+    cmp_ = rsub.add_parser("compare", help="which GPU type and count emits least for a request")
+    cmp_.add_argument("--model", required=True)
+    cmp_.add_argument("--batch-size", type=int, required=True)
+    cmp_.add_argument("--prompt-tokens", type=int, required=True)
+    cmp_.add_argument("--gen-tokens", type=int, required=True)
+    cmp_.add_argument("--gpus", default=None, help="comma-separated GPU ids (default: the data-centre GPUs of the catalog)")
+    cmp_.add_argument("-o", "--out", required=True)
+    _carbon_args(cmp_)
+    handlers.update({("report", "case-studies"): cmd_case_studies, ("report", "trace"): cmd_trace, ("report", "compare"): cmd_compare})
+
+
+def _assumptions(args: argparse.Namespace) -> dict[str, Any]:
+    from llmco2.cli.predict import _pue
+
+    return dict(region_id=args.region, carbon_intensity=args.carbon_intensity, pue_value=_pue(args.pue),
+                lifetime_years=args.lifetime_years)
+
+
+def _figure_path(text: str) -> Path:
+    out = Path(text)
+    if out.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise InvalidInputError(f"{out}: use .png, .pdf or .svg", field="--out")
+    if not out.parent.exists():
+        raise InvalidInputError(f"folder {str(out.parent)!r} does not exist", field="--out")
+    return out
+
+
+def cmd_case_studies(args: argparse.Namespace) -> int:
+    from llmco2.carbon.reports import carbon_per_gpu_second, plot_case_studies, scaling_study
+    from llmco2.models.predict import load_predictor
+
+    predictor = load_predictor(args.checkpoint)
+    kw = _assumptions(args)
+    fig9 = carbon_per_gpu_second(gpu=args.gpu, predictor=predictor, **kw)
+    scaling = scaling_study(gpu=args.gpu, predictor=predictor, **kw)
+    paths = plot_case_studies(fig9, scaling, Path(args.out))
+    sys.stderr.write("wrote " + ", ".join(map(str, paths)) + "\n")
+    if args.json:
+        print_json({"fig9": fig9.to_dict(orient="records"), "scaling": scaling.to_dict(orient="records")})
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from llmco2.carbon.reports import plot_trace, trace_footprint, trace_summary
+    from llmco2.models.predict import load_predictor
+
+    out = _figure_path(args.out)
+    frame, fp = trace_footprint(args.trace, args.model, args.gpu, args.gpus, args.batch_size,
+                                load_predictor(args.checkpoint), **_assumptions(args))
+    summary = trace_summary(frame, fp.assumptions)
+    g = fp.assumptions["grid"]
+    plot_trace(summary, frame, out, f"Azure {args.trace} trace on {args.model}, {args.gpus} x {args.gpu}; grid "
+                                    f"{g['g_co2eq_per_kwh']:g} g/kWh ({g['region'] or 'user'}), PUE {fp.assumptions['pue']['value']:g}")
+    if args.csv:
+        frame.to_csv(args.csv, index=False)
+    c = summary["carbon_kg"]
+    sys.stderr.write(f"{summary['requests']:,} requests: {summary['energy_kwh']['prefill'] + summary['energy_kwh']['decode']:.3g} kWh, "
+                     f"{c['total']:.3g} kg CO2eq (prefill {c['operational_prefill']:.3g}, decode {c['operational_decode']:.3g}, "
+                     f"embodied {c['embodied']:.3g}) -> {out}\n")
+    if args.json:
+        print_json(summary)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from llmco2.carbon.reports import compare_hardware, plot_compare
+    from llmco2.models.predict import load_predictor
+
+    out = _figure_path(args.out)
+    gpus = tuple(g.strip() for g in args.gpus.split(",")) if args.gpus else None
+    kw = {"gpus": gpus} if gpus else {}
+    frame = compare_hardware(args.model, args.batch_size, args.prompt_tokens, args.gen_tokens,
+                             predictor=load_predictor(args.checkpoint), **kw, **_assumptions(args))
+    best = frame.iloc[0]
+    plot_compare(frame, out, f"{args.model}: B={args.batch_size}, L={args.prompt_tokens}, G={args.gen_tokens}; least: "
+                             f"{best['gpu']} x{best['num_gpus']} ({best['total_g']:.3g} g)")
+    sys.stderr.write(f"least carbon: {best['gpu']} x{int(best['num_gpus'])} at {best['total_g']:.4g} g CO2eq per request "
+                     f"({len(frame)} options) -> {out}\n")
+    if args.json:
+        print_json(frame.to_dict(orient="records"))
+    return 0
