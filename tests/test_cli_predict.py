@@ -114,3 +114,15 @@ def test_shipped_checkpoint_predicts(capsys) -> None:
     assert code == 0, err
     doc = json.loads(out)
     assert doc["total"] > 0 and doc["operational"] > 0
+
+
+def test_latency_respects_the_power_limit(checkpoint: Path) -> None:
+    from llmco2.carbon.footprint import predict_footprint
+    from llmco2.models.predict import load_predictor
+    from llmco2.specs import Request, get_gpu, get_model
+
+    items = [(get_model("llama3.1-8b"), Request(batch_size=b, prompt_tokens=1024, generated_tokens=64, num_gpus=n), get_gpu("h100"))
+             for b in (1, 8) for n in (1, 2)]
+    fp = predict_footprint(items, load_predictor(str(checkpoint)), carbon_intensity=100.0, pue_value=1.0)
+    power = fp.total_j / (fp.latency_s * np.array([r.num_gpus for _, r, _ in items]))
+    assert np.all(power <= 700.0 * (1 + 1e-9))  # H100 SXM TDP

@@ -116,6 +116,10 @@ def predict_footprint(items: list[tuple[ModelArch, Request, GPU]], predictor: GN
     latency = np.concatenate(lat)
     steps = np.array([r.generated_tokens - 1 for _, r, _ in items])
     e[:, 1] = np.where(steps > 0, e[:, 1], 0.0)
+    # a phase cannot be shorter than its energy at the GPUs' power limit (TDP): keeps the implied
+    # power physical and the embodied share consistent with the energy
+    board_w = np.array([g.tdp_w * r.num_gpus for _, r, g in items], dtype=float)
+    latency = np.maximum(latency, e / board_w[:, None])
     total_j = e.sum(axis=1)
     op = operational_g(total_j, assume["pue"]["value"], assume["grid"]["g_co2eq_per_kwh"])
     emb = np.full(len(items), np.nan)
