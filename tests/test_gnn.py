@@ -141,3 +141,18 @@ def test_predictions_stay_in_the_clamped_ratio_range(a100) -> None:
     bounds_hi = np.exp(t.hi * t.std + t.mean) * prior
     bounds_lo = np.exp(t.lo * t.std + t.mean) * prior
     assert np.all(pred <= bounds_hi * (1 + 1e-9)) and np.all(pred >= bounds_lo * (1 - 1e-9))
+
+
+def test_two_epochs_on_a_real_extract(shared_data) -> None:
+    """Two epochs on a few hundred real CO2-Meter rows: finite, positive predictions and a falling loss."""
+    from llmco2.data.importers import import_file
+
+    table = import_file("co2meter", shared_data / "co2meter" / "train_trace.csv").table
+    extract = table.sample(n=400, random_state=0).reset_index(drop=True)
+    data = energy_data(extract)
+    model = GNNPredictor(TrainConfig(hidden=32, max_epochs=2, batch_size=64))
+    history = model.fit(data)
+    assert len(history.train_loss) == 2 and history.train_loss[1] < history.train_loss[0]
+    pred = model.predict_rows(data)
+    assert np.all(np.isfinite(pred)) and np.all(pred > 0)
+    assert set(data.table["device"]) <= {"jetson-orin", "rk3588-npu"}
