@@ -34,10 +34,9 @@ from llmco2.data.importers.base import (
     Rows,
     arch_columns,
     finish,
-    gpu_id,
-    model_id,
     number,
     read_csv,
+    resolve_ids,
     text,
 )
 
@@ -72,10 +71,7 @@ def import_argonne(path: Path) -> ImportResult:
 
     rows = Rows(n)
     hardware, model_names = text(src, "hardware"), text(src, "model")
-    devices = hardware.map({h: gpu_id(h, DEVICES) for h in pd.unique(hardware)})
-    models = model_names.map({m: model_id(m) for m in pd.unique(model_names)})
-    rows.drop_unresolved(devices, hardware, "device")
-    rows.drop_unresolved(models, model_names, "model")
+    devices, models = resolve_ids(rows, hardware, model_names, devices=DEVICES)
     rows.drop(num["energy_J_est"] == 0, ZERO_ENERGY)
 
     commit = text(src, "source").str.split().str[0]

@@ -264,6 +264,17 @@ class Rows:
         return {name: n for name, n in counts.items() if n}
 
 
+def resolve_ids(rows: Rows, device_names: pd.Series, model_names: pd.Series, *, devices: Mapping[str, str] | None = None,
+                models: Mapping[str, str] | None = None, device_labels: pd.Series | None = None) -> tuple[pd.Series, pd.Series]:
+    """Catalog ids of every row's device and model (explicit mappings first); rows whose device or
+    model the catalogs do not know are dropped and counted under a reason naming them."""
+    device_ids = device_names.map({d: gpu_id(d, devices) for d in pd.unique(device_names)})
+    model_ids = model_names.map({m: model_id(m, models) for m in pd.unique(model_names)})
+    rows.drop_unresolved(device_ids, device_names if device_labels is None else device_labels, "device")
+    rows.drop_unresolved(model_ids, model_names, "model")
+    return device_ids, model_ids
+
+
 def finish(raw: pd.DataFrame, rows: Rows, source: str, path: Path, rows_read: int) -> ImportResult:
     """Keep the rows left, add source / flag columns and validate (any invalid row raises)."""
     if len(raw) != len(rows.keep):

@@ -31,10 +31,9 @@ from llmco2.data.importers.base import (
     Rows,
     arch_columns,
     finish,
-    gpu_id,
-    model_id,
     number,
     read_csv,
+    resolve_ids,
     text,
 )
 
@@ -78,10 +77,7 @@ def import_co2meter(path: Path) -> ImportResult:
 
     rows = Rows(n)
     device_names, model_names = text(src, "device"), text(src, "model")
-    devices = device_names.map({d: gpu_id(d, DEVICES) for d in pd.unique(device_names)})
-    models = model_names.map({m: model_id(m, MODELS) for m in pd.unique(model_names)})
-    rows.drop_unresolved(devices, device_names, "device")
-    rows.drop_unresolved(models, model_names, "model")
+    devices, models = resolve_ids(rows, device_names, model_names, devices=DEVICES, models=MODELS)
 
     arch = arch_columns(models.where(rows.keep))
     file_arch = {c: (text(src, c).str.lower() if c == "activation" else pd.Series(num[c])) for c in CHECKED_ARCH}

@@ -28,10 +28,9 @@ from llmco2.data.importers.base import (
     Rows,
     arch_columns,
     finish,
-    gpu_id,
-    model_id,
     number,
     read_csv,
+    resolve_ids,
     text,
 )
 
@@ -62,10 +61,7 @@ def import_mlenergy_v2(path: Path) -> ImportResult:
     for kind in sorted(set(pd.unique(task_type)) - set(TEXT_TASK_TYPES)):
         rows.drop((task_type == kind).to_numpy(), f"multimodal task ({kind})" if kind.startswith("mllm") else f"task type {kind}")
     gpu_names = text(src, "GPU")
-    devices = gpu_names.map({g: gpu_id(g) for g in pd.unique(gpu_names)})
-    models = model_names.map({m: model_id(m, MODELS) for m in pd.unique(model_names)})
-    rows.drop_unresolved(devices, gpu_names, "device")
-    rows.drop_unresolved(models, model_names, "model")
+    devices, models = resolve_ids(rows, gpu_names, model_names, models=MODELS)
     rows.drop(energy == 0, ZERO_ENERGY)
 
     arch = arch_columns(models.where(rows.keep))

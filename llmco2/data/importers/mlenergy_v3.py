@@ -31,10 +31,9 @@ from llmco2.data.importers.base import (
     Rows,
     arch_columns,
     finish,
-    gpu_id,
-    model_id,
     number,
     read_csv,
+    resolve_ids,
     text,
 )
 
@@ -71,10 +70,7 @@ def import_mlenergy_v3(path: Path) -> ImportResult:
     for kind in MULTIMODAL_TASKS:
         rows.drop((task == kind).to_numpy(), f"multimodal task ({kind})")
     gpu_names, model_names = text(src, "gpu_model"), text(src, "model_id")
-    devices = gpu_names.map({g: gpu_id(g) for g in pd.unique(gpu_names)})
-    models = model_names.map({m: model_id(m, MODELS) for m in pd.unique(model_names)})
-    rows.drop_unresolved(devices, gpu_names, "device")
-    rows.drop_unresolved(models, model_names, "model")
+    devices, models = resolve_ids(rows, gpu_names, model_names, models=MODELS)
     rows.drop(energy == 0, ZERO_ENERGY)
 
     arch = arch_columns(models.where(rows.keep))

@@ -36,10 +36,9 @@ from llmco2.data.importers.base import (
     Rows,
     arch_columns,
     finish,
-    gpu_id,
-    model_id,
     number,
     read_csv,
+    resolve_ids,
     text,
 )
 
@@ -61,10 +60,7 @@ def import_wilkins(path: Path) -> ImportResult:
     rows = Rows(n)
     gpu_names, model_names = text(src, "gpu"), text(src, "model")
     bare = gpu_names.str.replace(r"\s*\(.*\)\s*$", "", regex=True)
-    devices = bare.map({g: gpu_id(g) for g in pd.unique(bare)})
-    models = model_names.map({m: model_id(m) for m in pd.unique(model_names)})
-    rows.drop_unresolved(devices, gpu_names, "device")
-    rows.drop_unresolved(models, model_names, "model")
+    devices, models = resolve_ids(rows, bare, model_names, device_labels=gpu_names)
     rows.drop(text(src, "phase_tag").str.lower().str.startswith("load model").to_numpy(), LOAD_MODEL)
     rows.drop(energy == 0, ZERO_ENERGY)
 
