@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-outputs/experiments}
 PY=${PYTHON:-.venv/bin/python}
-for exp in table3_co2meter table5_ablations transfer_device transfer_model; do
+for exp in table3_co2meter table5_ablations transfer_device transfer_model transfer_datacenter; do
   "$PY" -m llmco2.models.experiment +experiment=$exp hydra.sweep.dir="$OUT/$exp" hydra.sweep.subdir='${name}'
 done
 "$PY" experiments/summarize.py "$OUT" --markdown experiments/results.md --plots experiments/figures

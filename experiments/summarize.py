@@ -124,8 +124,11 @@ def main() -> None:
     if "table5_ablations" in by_exp:
         parts += ["", "## Paper Table 5: ablations (same test set; `uniform` = trained on uniformly sampled requests)", "",
                   overall_table(by_exp["table5_ablations"], with_split=True)]
-    for exp, title in (("transfer_device", "Transfer to an unseen device (trained on the other device only)"),
-                       ("transfer_model", "Transfer to an unseen model (trained on the other three models)")):
+    for exp, title in (("transfer_datacenter", "Transfer to an unseen data-centre GPU (trained on every other usable row: "
+                                               "CO2-Meter, the other data-centre GPUs)"),
+                       ("transfer_device", "Transfer between the two CO2-Meter devices (trained on one, tested on the other: "
+                                           "an NPU and a GPU)"),
+                       ("transfer_model", "Transfer to an unseen model (CO2-Meter, trained on the other three models)")):
         if exp in by_exp:
             parts += ["", f"## {title}", "", transfer_table(by_exp[exp])]
     text = "\n".join(parts) + "\n"

@@ -22,39 +22,16 @@ import logging
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from llmco2.data.importers import import_all
 from llmco2.data.paths import shared_data
 from llmco2.data.splits import random_split
 from llmco2.models.dataset import energy_data
+from llmco2.models.experiment import usable_rows
 from llmco2.models.latency import LatencyModel, latency_rows
 from llmco2.models.metrics import scores
 from llmco2.models.train import GNNPredictor, TrainConfig
 
-UNRELIABLE_FLAGS = ("power_includes_idle_gpus", "power_exceeds_tdp", "repeat_outlier", "device_assumed")
 EXCLUDED_SOURCES = {"wilkins": "generation without a KV cache (a different regime)"}
-
-
-def usable_rows(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Rows to train the energy model on, and what was left out (reason -> rows)."""
-    left: dict[str, int] = {}
-    keep = np.ones(len(table), dtype=bool)
-    for source, reason in EXCLUDED_SOURCES.items():
-        mask = (table["source"] == source).to_numpy()
-        left[f"{source}: {reason}"] = int((mask & keep).sum())
-        keep &= ~mask
-    flags = table["flag"].fillna("").astype(str)
-    for flag in UNRELIABLE_FLAGS:
-        mask = flags.str.contains(flag, regex=False).to_numpy()
-        if (mask & keep).any():
-            left[f"flag {flag}"] = int((mask & keep).sum())
-        keep &= ~mask
-    steady = (table["level"] == "steady_state").to_numpy()
-    left["steady-state averages (no prompt lengths)"] = int((steady & keep).sum())
-    keep &= ~steady
-    return table[keep].reset_index(drop=True), {k: v for k, v in left.items() if v}
 
 
 def main() -> None:
@@ -66,7 +43,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     start = time.perf_counter()
     table, results, refused = import_all(shared_data())
-    rows, left_out = usable_rows(table)
+    rows, left_out = usable_rows(table, exclude_sources=EXCLUDED_SOURCES)
     split = random_split(rows, test_fraction=0.0, val_fraction=0.1, seed=args.seed)
     train = energy_data(split.frame(rows, "train"))
     val = energy_data(split.frame(rows, "val"))

@@ -45,8 +45,37 @@ def _register_resolvers() -> None:
 _register_resolvers()
 
 
-def load_rows(sources: list[dict[str, Any]]) -> pd.DataFrame:
-    """Import every ``{format, path}`` source into one canonical table."""
+#: Flags that mark a row's energy as unreliable (see the importers).
+UNRELIABLE_FLAGS = ("power_includes_idle_gpus", "power_exceeds_tdp", "repeat_outlier", "device_assumed")
+
+
+def usable_rows(table: pd.DataFrame, exclude_flags: tuple[str, ...] = UNRELIABLE_FLAGS,
+                exclude_sources: dict[str, str] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Rows to learn energy from and what was left out (reason -> rows): sources in
+    ``exclude_sources`` (name -> reason), rows carrying an ``exclude_flags`` flag, steady-state
+    averages (no prompt lengths)."""
+    left: dict[str, int] = {}
+    keep = np.ones(len(table), dtype=bool)
+    for source, reason in (exclude_sources or {}).items():
+        mask = (table["source"] == source).to_numpy()
+        left[f"{source}: {reason}"] = int((mask & keep).sum())
+        keep &= ~mask
+    flags = table["flag"].fillna("").astype(str)
+    for flag in exclude_flags:
+        mask = flags.str.contains(flag, regex=False).to_numpy()
+        if (mask & keep).any():
+            left[f"flag {flag}"] = int((mask & keep).sum())
+        keep &= ~mask
+    steady = (table["level"] == "steady_state").to_numpy()
+    left["steady-state averages (no prompt lengths)"] = int((steady & keep).sum())
+    keep &= ~steady
+    return table[keep].reset_index(drop=True), {k: v for k, v in left.items() if v}
+
+
+def load_rows(sources: list[dict[str, Any]], exclude_flags: list[str] | None = None,
+              exclude_sources: dict[str, str] | None = None) -> pd.DataFrame:
+    """Import every ``{format, path}`` source into one canonical table, leaving out (and logging)
+    the rows the data config excludes."""
     from llmco2.data.importers import import_file
 
     tables = []
@@ -54,7 +83,12 @@ def load_rows(sources: list[dict[str, Any]]) -> pd.DataFrame:
         result = import_file(src["format"], src["path"])
         log.info(result.summary())
         tables.append(result.table)
-    return concat_tables(tables)
+    table = concat_tables(tables)
+    if exclude_flags or exclude_sources:
+        table, left = usable_rows(table, tuple(exclude_flags or ()), exclude_sources)
+        if left:
+            log.info("left out %s", ", ".join(f"{n} rows: {r}" for r, n in left.items()))
+    return table
 
 
 def family(model_id: str) -> str:
@@ -109,7 +143,9 @@ def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     start = time.perf_counter()
-    table = load_rows(OmegaConf.to_container(cfg.data.sources, resolve=True))  # type: ignore[arg-type]
+    data_cfg = OmegaConf.to_container(cfg.data, resolve=True)
+    assert isinstance(data_cfg, dict)
+    table = load_rows(data_cfg["sources"], data_cfg.get("exclude_flags"), data_cfg.get("exclude_sources"))
     split = make_split(table, cfg.split)
     split.save(table, out)
     parts = {p: energy_data(split.frame(table, p)) for p in split.parts}
