@@ -24,6 +24,9 @@ def load_runs(root: Path) -> list[dict[str, Any]]:
         metrics = json.loads(path.read_text())
         metrics["folder"] = path.parent
         metrics["experiment"] = path.parent.parent.name
+        split_file = path.parent / "split.json"
+        meta = json.loads(split_file.read_text()).get("meta", {}) if split_file.is_file() else {}
+        metrics["holdout"] = meta.get("holdout")
         runs.append(metrics)
     return runs
 
@@ -62,9 +65,9 @@ def grouped_table(runs: list[dict[str, Any]], key: str, metric_pair: tuple[str, 
 def transfer_table(runs: list[dict[str, Any]]) -> str:
     head = ["held out", "model"] + [label for _, label in METRIC_COLUMNS] + ["test rows"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in sorted(runs, key=lambda r: (r["split"], _order(r["model"]))):
+    for r in sorted(runs, key=lambda r: (str(r.get("holdout")), _order(r["model"]))):
         t = r["test"]
-        lines.append("| " + " | ".join([r["split"].replace("leave_one_", "").replace("_out", ""), f"`{r['model']}`"]
+        lines.append("| " + " | ".join([str(r.get("holdout") or r["split"]), f"`{r['model']}`"]
                                         + [_pct(t[k]) for k, _ in METRIC_COLUMNS] + [f"{t['n']:,}"]) + " |")
     return "\n".join(lines)
 

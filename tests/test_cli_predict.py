@@ -126,3 +126,8 @@ def test_latency_respects_the_power_limit(checkpoint: Path) -> None:
     fp = predict_footprint(items, load_predictor(str(checkpoint)), carbon_intensity=100.0, pue_value=1.0)
     power = fp.total_j / (fp.latency_s * np.array([r.num_gpus for _, r, _ in items]))
     assert np.all(power <= 700.0 * (1 + 1e-9))  # H100 SXM TDP
+
+
+def test_unknown_region_lists_close_matches(checkpoint: Path, capsys) -> None:
+    code, out, err = run(["predict", *REQUEST, "--region", "frnace", "--checkpoint", str(checkpoint)], capsys)
+    assert code == 2 and out == "" and "did you mean" in err and "france" in err and len(err.strip().splitlines()) == 1
