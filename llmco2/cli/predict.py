@@ -88,14 +88,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"{arch.id} on {req.num_gpus} x {gpu.id}: batch {req.batch_size}, {req.prompt_tokens} prompt tokens, "
-                    f"{req.generated_tokens} generated")
+    t = Table(title=f"{arch.id} on {req.num_gpus} x {gpu.id}")
     for col in ("", "prefill", "decode", "total"):
         t.add_column(col, justify="left" if not col else "right")
     t.add_row("energy", fmt(energy["prefill"], "J"), fmt(energy["decode"], "J"), fmt(energy["total"], "J"))
     lat = record["latency_s"]
     t.add_row("latency", fmt_time(lat["prefill"]), fmt_time(lat["decode"]), fmt_time(lat["total"]))
     console = Console()
+    console.print(f"request: batch {req.batch_size}, {req.prompt_tokens} prompt tokens, {req.generated_tokens} generated tokens")
     console.print(t)
     emb = "unknown" if carbon["embodied"] is None else f"{carbon['embodied']:.4g} g"
     a = record["assumptions"]
