@@ -10,19 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from llmco2.cli import main
+from tests.helpers import run_cli as run
 
 LAYER = ["analyze", "layer", "--model", "llama3.1-8b", "--gpu", "a100-80gb", "--batch-size", "2",
          "--prompt-tokens", "512", "--gen-tokens", "129"]
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(args)
-    except SystemExit as exc:  # argparse usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_layer_json_follows_convention_2(capsys) -> None:

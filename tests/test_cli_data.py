@@ -7,15 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llmco2.cli import main
-
-
-def run(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, *capsys.readouterr()
+from tests.helpers import run_cli as run
 
 
 def test_import_and_summary_of_co2meter(tmp_path: Path, capsys, shared_data: Path) -> None:

@@ -11,22 +11,16 @@ import pandas as pd
 import pytest
 
 from llmco2.carbon.accounting import SECONDS_PER_YEAR
-from llmco2.cli import main
 from llmco2.models.dataset import energy_data
 from llmco2.models.latency import LatencyModel
 from llmco2.models.predict import default_checkpoint_path
 from llmco2.models.train import GNNPredictor, TrainConfig
+from tests.helpers import run_cli as run
 from tests.test_gnn import synthetic_table
 
 REQUEST = ["--model", "qwen2-1.5b", "--gpu", "a100-80gb", "--batch-size", "1", "--prompt-tokens", "256", "--gen-tokens", "32"]
 
 
-def run(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, *capsys.readouterr()
 
 
 @pytest.fixture(scope="module")

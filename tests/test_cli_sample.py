@@ -7,17 +7,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from llmco2.cli import main
+from tests.helpers import run_cli as run
 
 COLUMNS = ["model", "gpu", "num_gpus", "batch_size", "prompt_tokens", "generated_tokens"]
 
 
-def run(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, *capsys.readouterr()
 
 
 def test_focused_sample_is_reproducible(tmp_path: Path, capsys, shared_data) -> None:

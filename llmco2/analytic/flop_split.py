@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from llmco2.analytic.checks import positive_int as _positive_int
 from llmco2.errors import InvalidInputError
 from llmco2.specs.gpus import GPU
 from llmco2.specs.models import ModelArch
@@ -86,12 +87,6 @@ class FlopSplit:
 
 
 # -- validation -------------------------------------------------------------------------------------
-def _positive_int(value: object, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidInputError(f"must be a positive integer, got {value!r}", field=field)
-    return value
-
-
 def _positive_float(value: object, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise InvalidInputError(f"must be a positive finite number, got {value!r}", field=field)

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from llmco2.analytic.checks import positive_int as _positive_int
 from llmco2.errors import InvalidInputError
 from llmco2.specs.models import ModelArch
 
@@ -67,12 +68,6 @@ class TableRow:
     compute: int
     memory: int
     communication: float
-
-
-def _positive_int(value: object, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidInputError(f"must be a positive integer, got {value!r}", field=field)
-    return value
 
 
 def _phase(phase: str) -> str:
