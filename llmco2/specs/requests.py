@@ -7,6 +7,7 @@ from typing import Any
 
 from llmco2.errors import InvalidInputError
 from llmco2.specs.dtypes import DTYPE_BYTES, canonical_dtype
+from llmco2.specs.engines import DEFAULT_ENGINE, get_engine
 from llmco2.specs.gpus import GPU
 from llmco2.specs.models import ModelArch
 
@@ -46,6 +47,9 @@ class Request:
         flash_attention: fused attention kernel (FlashAttention) or the three-kernel version.
         causal: count prefill attention over the causal triangle ``L(L+1)/2`` instead of the
             full ``L^2`` square that the paper and the seed notes use.
+        engine: serving engine id from :mod:`llmco2.specs.engines` (``vllm`` by default; aliases
+            are resolved, an unknown name is an error; ``unknown`` is the level for data rows whose
+            engine is not in the catalog).
     """
 
     batch_size: int = 1
@@ -59,6 +63,7 @@ class Request:
     compute_dtype: str | None = None
     flash_attention: bool = True
     causal: bool = False
+    engine: str = DEFAULT_ENGINE
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -89,6 +94,7 @@ class Request:
         set_(self, "compute_dtype", canonical_dtype(c, "compute_dtype"))
         set_(self, "flash_attention", bool(self.flash_attention))
         set_(self, "causal", bool(self.causal))
+        set_(self, "engine", get_engine(self.engine).id)
 
     @property
     def pipeline_parallel(self) -> int:

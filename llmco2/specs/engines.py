@@ -1,0 +1,88 @@
+"""Serving engines (HF transformers eager or static-cache, vLLM, TensorRT-LLM, DeepSpeed, SGLang,
+...) as a typed catalog: the engine is a model input, since at the same request energy differs
+2-5x between engines, mostly through launch overhead and latency.
+
+Names resolve case-insensitively through ids and aliases. :func:`get_engine` raises on an unknown
+name (for user input); :func:`engine_id` maps an unknown name to ``"unknown"`` (for importers and
+data rows, where a new engine must degrade gracefully rather than fail).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from importlib import resources
+
+from llmco2.errors import InvalidInputError
+from llmco2.specs.lookup import Catalog
+from llmco2.specs.toml_cache import loads_toml
+
+UNKNOWN_ENGINE = "unknown"
+DEFAULT_ENGINE = "vllm"
+_FIELDS = {"id", "name", "aliases", "cuda_graphs", "continuous_batching", "launch_overhead_us", "step_overhead_ms", "sources"}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One serving engine.
+
+    Attributes:
+        id: catalog id (``hf``, ``hf-static``, ``vllm``, ``vllm-eager``, ``tensorrt-llm``, ...).
+        cuda_graphs: decode steps run as captured graphs (low host overhead per kernel).
+        continuous_batching: iteration-level batching (a serving engine).
+        launch_overhead_us: prior host cost per kernel launch of a decode step (microseconds);
+            refitted on training rows, see :mod:`llmco2.models.latency`.
+        step_overhead_ms: prior framework cost per step outside the kernels (milliseconds).
+    """
+
+    id: str
+    name: str
+    aliases: tuple[str, ...] = ()
+    cuda_graphs: bool = False
+    continuous_batching: bool = False
+    launch_overhead_us: float = 8.0
+    step_overhead_ms: float = 1.5
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def _load(text: str) -> list[Engine]:
+    out = []
+    for raw in loads_toml(text, "engines")["engine"]:
+        unknown = set(raw) - _FIELDS
+        if unknown:
+            raise ValueError(f"engine {raw.get('id')!r}: unknown keys {sorted(unknown)}")
+        for key in ("launch_overhead_us", "step_overhead_ms"):
+            if key not in raw.get("sources", {}):
+                raise ValueError(f"engine {raw['id']!r}: {key} has no source")
+        out.append(Engine(**{**raw, "aliases": tuple(raw.get("aliases", ()))}))
+    return out
+
+
+@functools.cache
+def engine_catalog() -> Catalog[Engine]:
+    """Every engine of ``llmco2/specs/data/engines.toml``."""
+    text = (resources.files("llmco2.specs") / "data" / "engines.toml").read_text()
+    return Catalog("engine", _load(text))
+
+
+def engine_ids() -> list[str]:
+    """Catalog ids in file order (``unknown`` last); the categorical levels of the model input."""
+    return engine_catalog().ids
+
+
+def get_engine(name: str | None) -> Engine:
+    """The engine named ``name`` (``None``: the default, vLLM); unknown names are an error that lists
+    close matches."""
+    if name is None:
+        name = DEFAULT_ENGINE
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInputError(f"must name an engine ({', '.join(engine_ids())}), got {name!r}", field="engine")
+    return engine_catalog().get(name, field="engine")
+
+
+def engine_id(name: object) -> str:
+    """The catalog id of ``name``, or ``"unknown"`` for a missing or unrecognised name (data rows)."""
+    if name is None or not isinstance(name, str) or not name.strip():
+        return UNKNOWN_ENGINE
+    cat = engine_catalog()
+    return cat.get(name).id if name in cat else UNKNOWN_ENGINE
