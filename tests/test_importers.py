@@ -14,10 +14,12 @@ import pandas as pd
 import pytest
 
 from llmco2.data.importers import IMPORTERS, ImportResult, detect_format, import_all, import_file
-from llmco2.data.importers.tokenpowerbench import parse_config
+from llmco2.data.importers.base import gpu_id, model_id
+from llmco2.data.importers.tokenpowerbench import engine_for, parse_config
 from llmco2.data.schema import COLUMN_NAMES, validate, write_table
 from llmco2.errors import InvalidInputError
 from llmco2.specs import get_model, gpu_catalog, model_catalog
+from llmco2.specs.engines import engine_ids
 
 ZERO = "energy_j == 0 (recording failure)"
 
@@ -61,6 +63,7 @@ def test_co2meter_real(shared_data, name, rows, zeros) -> None:
     assert (t.loc[t["model"] == "tinyllama-1.1b", "num_layers"] == 22).all()  # the file's 32 is an erratum
     assert r.flagged["file_num_layers_32_catalog_22"] == (t["model"] == "tinyllama-1.1b").sum()
     assert set(t["phase"]) == {"prefill", "decode"} and set(t["trace"]) == {"code", "conv"}
+    assert (t["engine"] == "edge").all()
     assert (t.loc[t["phase"] == "prefill", "generated_tokens"] == 1).all()
     assert (t["level"] == "request").all() and (t["batch_size"] == 1).all() and (t["num_devices"] == 1).all()
     assert (t["weight_bits"] == 16).all() and (t["kv_bits"] == 16).all()
@@ -80,7 +83,11 @@ def test_argonne_real(shared_data) -> None:
     assert all(reason.startswith("model not in catalog: ") for reason in r.dropped)
     assert r.rows_read - sum(r.dropped.values()) == len(t)
     assert set(t["device"]) == {"a100-40gb", "h100-sxm", "gaudi2"}
-    assert set(t["engine"]) == {"vllm", "tensorrt-llm", "deepspeed", "deepspeed-mii"}
+    assert set(t["engine"]) == {"vllm", "tensorrt-llm", "deepspeed"}  # DeepSpeed-MII is DeepSpeed in the engine catalog
+    src = pd.read_csv(path)
+    frameworks = src.set_index(np.arange(2, len(src) + 2)).loc[t["source_row"].astype(int), "framework"].str.lower().to_numpy()
+    expected = {"vllm": "vllm", "tensorrt-llm": "tensorrt-llm", "deepspeed": "deepspeed", "deepspeed-mii": "deepspeed"}
+    assert list(t["engine"]) == [expected[f] for f in frameworks]
     assert set(t["num_devices"]) == {1, 2, 4} and (t["tensor_parallel"] == t["num_devices"]).all()
     assert (t["phase"] == "total").all() and (t["level"] == "batch").all() and (t["measurement"] == "power_x_latency").all()
     assert (t["prompt_tokens"] == t["generated_tokens"]).all()
@@ -151,7 +158,7 @@ def test_delavande_real(shared_data) -> None:
     assert r.rows_read == 100 and len(t) == 200 and r.dropped == {}
     assert t["phase"].value_counts().to_dict() == {"prefill": 100, "decode": 100}
     assert (t.loc[t["phase"] == "prefill", "generated_tokens"] == 1).all()
-    assert (t["device"] == "h100-sxm").all() and (t["model"] == "llama3.1-8b").all() and (t["engine"] == "hf-transformers").all()
+    assert (t["device"] == "h100-sxm").all() and (t["model"] == "llama3.1-8b").all() and (t["engine"] == "hf").all()
     over = (t["energy_j"] / t["latency_s"] > 700).to_numpy()
     assert r.flagged == {"power_exceeds_tdp": int(over.sum())}
     assert t.loc[t["phase"] == "prefill", "flag"].eq("power_exceeds_tdp").all()
@@ -172,6 +179,7 @@ def test_tokenpowerbench_real(shared_data, variant, dropped) -> None:
     assert r.dropped == {"model not in catalog: Qwen3.5-27B": dropped}
     assert (t["model"] == "qwen3-14b").all() and r.flagged["device_assumed"] == len(t)
     assert (t["device"] == "h100-sxm").all() and (t["level"] == "batch").all()
+    assert (t["engine"] == {"eager": "vllm-eager", "noeager": "vllm"}[variant]).all()
     # per batch: energy = mJ/token x batch tokens
     mj = src.set_index(np.arange(2, len(src) + 2)).loc[t["source_row"].astype(int), "mj_per_token"].to_numpy()
     per_token = (t["energy_j"] / (t["batch_size"] * t["generated_tokens"])).to_numpy(float)
@@ -193,6 +201,28 @@ def test_splitwise_real(shared_data) -> None:
     assert r.flagged["power_capped"] == 2 * (src["hardware"] == "h100-80gb-pcap").sum()
 
 
+# What a data folder holds besides data files, and why it is not imported. A folder that states its
+# contents this way (README/DATA.md, scripts, script results, sweep configurations, failure logs)
+# imports every other .csv file and refuses the rest with a reason.
+NOT_DATA = (
+    (lambda rel: rel.startswith("azure/"), "energy"),
+    (lambda rel: rel.endswith(".md"), "documentation"),
+    (lambda rel: rel.endswith(".py"), "script"),
+    (lambda rel: rel.endswith(".json"), "JSON"),
+    (lambda rel: rel.endswith(".txt"), "notes"),
+    (lambda rel: rel.endswith(".failed.csv"), "failure log"),
+    (lambda rel: rel.rsplit("/", 1)[-1].startswith("configs"), "configurations"),
+)
+
+
+def expected_refusal(rel: str) -> str | None:
+    """The word the refusal reason of a file must contain, or None for a data file to import."""
+    for matches, word in NOT_DATA:
+        if matches(rel):
+            return word
+    return None
+
+
 def test_import_all_real(shared_data) -> None:
     start = time.perf_counter()
     table, results, refused = import_all(shared_data)
@@ -200,13 +230,62 @@ def test_import_all_real(shared_data) -> None:
     print(f"import_all: {len(table):,} rows from {len(results)} files in {seconds:.2f} s")
     validate(table, on_error="raise")
     assert len(table) == sum(len(r.table) for r in results)
-    assert {r.source for r in results} == set(IMPORTERS) - {"canonical"}
+    files = {p.relative_to(shared_data).as_posix() for p in shared_data.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    imported = {r.path.relative_to(shared_data).as_posix() for r in results}
+    reasons = {p.relative_to(shared_data).as_posix(): why for p, why in refused}
+    assert not imported & set(reasons) and imported | set(reasons) >= files  # every file once: imported or refused
+    for rel in sorted(files):
+        word = expected_refusal(rel)
+        if word is None:
+            assert rel in imported, f"{rel} is data but was refused: {reasons.get(rel)}"
+        else:
+            assert rel in reasons and word in reasons[rel], (rel, reasons.get(rel))
+    assert {r.source for r in results} >= set(IMPORTERS) - {"canonical", "h100_hf"}
+    if (shared_data / "h100_hf" / "h100_hf_train.csv").is_file():
+        assert "h100_hf" in {r.source for r in results}
     assert {r.path.name for r in results} >= {"train_trace.csv", "train_uniform.csv", "argonne_llm_inference_bench.csv"}
-    reasons = {p.name: why for p, why in refused}
-    assert set(reasons) == {"AzureLLMInferenceTrace_code.csv", "AzureLLMInferenceTrace_conv.csv", "DATA.md"}
-    assert all(why for why in reasons.values()) and "energy" in reasons["AzureLLMInferenceTrace_code.csv"]
     assert set(table["device"]) <= set(gpu_catalog().ids) and set(table["model"]) <= set(model_catalog().ids)
+    assert set(table["engine"].dropna()) <= set(engine_ids()) and table["engine"].notna().all()
     assert not table.duplicated(["source", "source_file", "source_row", "phase"]).any()
+
+
+def test_h100_hf_real(shared_data) -> None:
+    path = shared_data / "h100_hf" / "h100_hf_train.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} is not in this copy of the shared data")
+    r = import_file("h100_hf", path)
+    t = check_common(r, "h100_hf", path)
+    src = pd.read_csv(path)
+    assert r.rows_read == len(src) == len(t) and r.dropped == {}
+    assert (t["engine"] == "hf").all() and (t["device"] == "h100-sxm").all()
+    quantised = t["flag"].str.contains("counter_quantised").to_numpy(dtype=bool)
+    prefill = (t["phase"] == "prefill").to_numpy()
+    zero_repeat = (t["energy_std_j"] / t["energy_j"] > 1).to_numpy(dtype=bool)
+    assert zero_repeat.sum() == 25 and (quantised[zero_repeat]).all()  # the README's 25 prefill rows with a 0 J repeat
+    assert (quantised == prefill).all()  # every single-pass prefill row, no decode row
+    assert t["flag"].str.contains("random_weights").all()  # the harness's own flags are kept
+    assert r.flagged == {"counter_quantised": int(prefill.sum()), "random_weights": len(t)}
+
+
+def test_device_and_model_names_resolve_through_the_catalog() -> None:
+    for name, gpu in [("Nvidia GH200 GPU", "gh200"), ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("B200", "b200"),
+                      ("Nvidia H100 GPU", "h100-sxm"), ("Habana Gaudi2", "gaudi2"), ("V100-16GB (Palmetto, Intel host)", "v100"),
+                      ("nvidia b200 gpu", "b200"), ("NVIDIA H200 GPU", "h200")]:
+        assert gpu_id(name) == gpu, name
+    for name in ("Apple M1 Pro (not NVIDIA)", "h100-80gb", "Jetson-Nano", "TPU v5e"):
+        assert gpu_id(name) is None, name  # h100-80gb is close to a100-80gb but not the same GPU
+    assert gpu_id("Nvidia A100 GPU", {"Nvidia A100 GPU": "a100-40gb"}) == "a100-40gb"
+    for name, model in [("Qwen3-14B", "qwen3-14b"), ("meta-llama/Llama-3.1-8B-Instruct", "llama3.1-8b"),
+                        ("mistralai/Mistral-7B-v0.1", "mistral-7b"), ("Mistral 7B", "mistral-7b")]:
+        assert model_id(name) == model, name
+    for name in ("Qwen3.5-27B", "Deci/DeciLM-7B", "Qwen9-1T"):
+        assert model_id(name) is None, name
+
+
+def test_tokenpowerbench_engine_from_file_name() -> None:
+    assert engine_for(Path("tokenpowerbench_qwen3_eager.csv")) == "vllm-eager"
+    assert engine_for(Path("tokenpowerbench_qwen3_noeager.csv")) == "vllm"
+    assert engine_for(Path("tokenpowerbench_qwen3.csv")) == "vllm"
 
 
 # -- hand-written edge cases ----------------------------------------------------------------------
@@ -312,6 +391,27 @@ def test_argonne_small_file(tmp_path) -> None:
     assert list(t["engine"]) == ["vllm", "vllm", "tensorrt-llm", "deepspeed"]
     assert list(t["device"]) == ["h100-sxm", "h100-sxm", "h100-sxm", "gaudi2"]
     assert t["energy_j"].iloc[0] == pytest.approx(800.0)
+
+
+def test_argonne_device_names_resolve_through_the_catalog(tmp_path) -> None:
+    path = write(tmp_path / "argonne.csv", [
+        ARGONNE_HEADER,
+        argonne_line(hw="Nvidia GH200 GPU"),
+        argonne_line(hw="Nvidia A100 GPU"),
+        argonne_line(hw="Nvidia B200 GPU", fw="Deepspeed-MII"),
+        argonne_line(hw="Cerebras WSE-3"),
+        argonne_line(hw="Cerebras WSE-3", fw="SomeNewEngine"),
+    ])
+    r = import_file("argonne", path)
+    t = check_common(r, "argonne", path)
+    assert list(t["device"]) == ["gh200", "a100-40gb", "b200"]  # the gh200 rows used to be dropped
+    assert list(t["engine"]) == ["vllm", "vllm", "deepspeed"]
+    assert r.dropped == {"device not in catalog: Cerebras WSE-3": 2}
+
+
+def test_unknown_engine_is_kept_as_unknown(tmp_path) -> None:
+    path = write(tmp_path / "argonne.csv", [ARGONNE_HEADER, argonne_line(fw="SomeNewEngine")])
+    assert list(import_file("argonne", path).table["engine"]) == ["unknown"]
 
 
 def test_argonne_missing_column(tmp_path) -> None:
@@ -431,12 +531,23 @@ def test_import_all_detects_and_refuses(tmp_path) -> None:
     write(tmp_path / "co2meter" / "train_trace.csv", [co2_line(), co2_line(energy="0")])
     write(tmp_path / "datacenter" / "argonne_llm_inference_bench.csv", [ARGONNE_HEADER, argonne_line()])
     write(tmp_path / "datacenter" / "notes.txt", ["hello"])
+    write(tmp_path / "datacenter" / "mystery.csv", ["a,b", "1,2"])
+    (tmp_path / "measured").mkdir()
+    write_table(import_file("co2meter", write(tmp_path / "x.csv", [co2_line()])).table, tmp_path / "measured" / "h100.csv")
+    (tmp_path / "x.csv").unlink()
+    write(tmp_path / "measured" / "h100.failed.csv", ["key,reason,time"])
+    (tmp_path / "h100_hf").mkdir()
+    write(tmp_path / "h100_hf" / "configs.csv", ["model,gpu"])
+    write(tmp_path / "h100_hf" / "h100_hf_train.failed.csv", ["key,reason,time"])
+    write(tmp_path / "h100_hf" / "crosscheck.py", ["print(1)"])
     write(tmp_path / "azure" / "AzureLLMInferenceTrace_code.csv", ["TIMESTAMP,ContextTokens,GeneratedTokens"])
     table, results, refused = import_all(tmp_path)
-    assert [r.source for r in results] == ["co2meter", "argonne"] or [r.source for r in results] == ["argonne", "co2meter"]
-    assert len(table) == 2 and set(table["source"]) == {"co2meter", "argonne"}
+    assert sorted(r.source for r in results) == ["argonne", "canonical", "co2meter"]  # canonical: found by its header
+    assert len(table) == 3 and set(table["source"]) == {"co2meter", "argonne"}
     reasons = {p.name: why for p, why in refused}
-    assert reasons["notes.txt"] == "no importer recognises this file name" and "Azure" in reasons["AzureLLMInferenceTrace_code.csv"]
+    assert reasons["mystery.csv"] == "no importer recognises this file name" and "Azure" in reasons["AzureLLMInferenceTrace_code.csv"]
+    assert "notes" in reasons["notes.txt"] and "configurations" in reasons["configs.csv"] and "script" in reasons["crosscheck.py"]
+    assert "failure log" in reasons["h100_hf_train.failed.csv"]
     assert detect_format(tmp_path / "datacenter" / "wilkins_energy_inference.csv", tmp_path) == ("wilkins", "")
     # a recognised but malformed file is an error, not a silent refusal
     write(tmp_path / "datacenter" / "delavande_prefill_decode_h100.csv", ["idx,prompt_tokens", "0,12"])

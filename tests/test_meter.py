@@ -400,7 +400,7 @@ def test_meter_against_autospecced_real_bindings(monkeypatch) -> None:
     energy = itertools.count(5_000_000, 40_000)
     names = ("nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetName",
              "nvmlDeviceGetUUID", "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetClockInfo", "nvmlDeviceGetTemperature",
-             "nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion")
+             "nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion", "nvmlDeviceGetEnforcedPowerLimit")
     with mock.patch.multiple(pynvml, autospec=True, **{n: mock.DEFAULT for n in names}) as m:
         m["nvmlDeviceGetCount"].return_value = 1
         m["nvmlDeviceGetHandleByIndex"].side_effect = lambda i: f"handle{i}"
@@ -411,10 +411,13 @@ def test_meter_against_autospecced_real_bindings(monkeypatch) -> None:
         m["nvmlDeviceGetTemperature"].return_value = 51
         m["nvmlSystemGetDriverVersion"].return_value = "560.35.03"
         m["nvmlSystemGetCudaDriverVersion"].return_value = 12060
+        m["nvmlDeviceGetEnforcedPowerLimit"].return_value = 700_000
         with EnergyMeter([0], sync=lambda: None, clock=ticks(0, 0.1), env={}) as meter:
             meter.begin_window("w")
             result = meter.end_window("w")
             assert meter.describe()["cuda_driver_version"] == "12.6"
+            assert meter.describe()["power_limit_w"] == {"0": 700.0} and meter.power_limits_w() == {0: 700.0}
+        m["nvmlDeviceGetEnforcedPowerLimit"].assert_called_with("handle0")
         m["nvmlDeviceGetClockInfo"].assert_any_call("handle0", pynvml.NVML_CLOCK_SM)
         m["nvmlDeviceGetTemperature"].assert_called_with("handle0", pynvml.NVML_TEMPERATURE_GPU)
         m["nvmlShutdown"].assert_called_once_with()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 
@@ -22,6 +23,7 @@ from llmco2.measure.hf_models import (
 from llmco2.measure.runner import InferenceRunner, PhaseStats, software_versions
 from llmco2.measure.store import canonical_rows, check_rows
 from llmco2.measure.testing import FakeMeter, tiny_llama_factory
+from llmco2.measure.windows import WindowPolicy
 from llmco2.specs import ModelArch, Request, get_gpu, get_model, model_catalog
 
 TINY = ModelArch(id="tiny-test", hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16,
@@ -44,6 +46,8 @@ class CountingFactory:
 
 
 def runner_with(meter=None, factory=None, **kw) -> InferenceRunner:
+    """One pass per window (the mechanics); amortised windows are tested in test_windows.py."""
+    kw.setdefault("policy", WindowPolicy.single_pass())
     return InferenceRunner(meter or FakeMeter(), device="cpu", model_factory=factory or tiny_llama_factory, **kw)
 
 
@@ -125,7 +129,7 @@ def test_failure_inside_a_window_cancels_it_and_frees_the_model() -> None:
 
 
 def test_zero_energy_is_refused() -> None:
-    with pytest.raises(MeasurementError, match="update period"):
+    with pytest.raises(MeasurementError, match="prefill measured 0 J with 1 pass"):
         runner_with(FakeMeter(power_w=0.0), repeats=1, warmup=0).run(TINY, Request(batch_size=1, prompt_tokens=4, generated_tokens=2))
 
 
@@ -164,7 +168,9 @@ def test_rows_of_a_run_validate_against_the_canonical_schema() -> None:
     assert list(table.columns) == list(COLUMN_NAMES)
     assert list(table["phase"]) == ["prefill", "decode"] and list(table["source_row"]) == [7, 8]
     first = table.iloc[0]
-    assert (first["source"], first["level"], first["engine"], first["measurement"]) == ("llmco2", "request", "hf-transformers", "nvml_energy")
+    assert (first["source"], first["level"], first["engine"], first["measurement"]) == ("llmco2", "request", "hf", "nvml_energy")
+    assert (first["attention"], first["window_method"], first["window_passes"], first["sm_clock_mhz"]) == ("sdpa", "single", 1, 1980)
+    assert first["idle_power_w"] == 20.0 and pd.isna(first["quantisation_bound"]) and pd.isna(first["power_limit_w"])
     assert (first["device"], first["model"], first["weight_bits"], first["kv_bits"], first["repeats"]) == ("h100-sxm", "llama3.1-8b", 16, 16, 2)
     assert (first["hidden_size"], first["num_kv_heads"], first["vocab_size"], bool(first["kv_cache"])) == (4096, 8, 128256, True)
     assert (first["tensor_parallel"], first["pipeline_parallel"]) == (1, 1)
@@ -217,7 +223,8 @@ def test_build_model_on_cpu_matches_the_architecture(model) -> None:
     assert built.weights == "random" and built.input_device == torch.device("cpu") and built.vocab_size == 96
     assert built.param_count == pytest.approx(arch.param_count(), rel=0.02)
     assert next(built.model.parameters()).dtype == torch.float32
-    runner = InferenceRunner(FakeMeter(), device="cpu", model_factory=lambda *a, **k: built, repeats=1, warmup=0)
+    runner = InferenceRunner(FakeMeter(), device="cpu", model_factory=lambda *a, **k: built, repeats=1, warmup=0,
+                             policy=WindowPolicy.single_pass())
     result = runner.run(arch, Request(batch_size=2, prompt_tokens=5, generated_tokens=3))
     assert result.tokens_generated == 3 and result.decode is not None
 
@@ -285,3 +292,53 @@ def test_rows_need_a_catalog_device() -> None:
     assert len(check_rows(rows, origin="x.csv")) == 2  # a non-catalog model id is allowed (HF config path)
     with pytest.raises(InvalidInputError, match="unknown gpu"):
         check_rows(canonical_rows(result, arch, request, "no-such-gpu", source_file="x.csv", first_line=2), origin="x.csv")
+
+
+# -- static KV cache decode (engine hf-static) ------------------------------------------------------------
+def test_static_decode_generates_the_same_tokens_as_eager() -> None:
+    """The static cache is reset before every prefill, so back-to-back passes give the same tokens
+    (on CPU without torch.compile; tests/gpu compiles it)."""
+    from llmco2.measure.passes import Passes
+
+    built = tiny_llama_factory(TINY, "fp32", ["cpu"])
+    ids = torch.randint(0, 128, (2, 7), generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        eager = Passes(built.model, built.input_device, 2, 7, 5, "eager")
+        static = Passes(built.model, built.input_device, 2, 7, 5, "static", compile_decode=False)
+        want = eager.decode(*eager.prefill(ids))[0]
+        for _ in range(3):
+            token, cache = static.prefill(ids)
+            assert int(cache.get_seq_length()) == 7
+            got, cache, steps = static.decode(token, cache)
+            assert torch.equal(got, want) and steps == 5 and int(cache.get_seq_length()) == 12
+        assert static.full(ids) == 6 and eager.full(ids) == 6
+
+
+def test_static_runner_rows_say_hf_static() -> None:
+    meter = FakeMeter()
+    runner = runner_with(meter, repeats=1, warmup=1, decode_mode="static", compile_decode=False)
+    result = runner.run(TINY, Request(batch_size=1, prompt_tokens=5, generated_tokens=4, weight_dtype="fp32"))
+    assert result.engine == "hf-static" and result.decode is not None and result.decode.energy_j > 0
+    with pytest.raises(UnsupportedConfigError, match="decode mode"):
+        runner_with(decode_mode="graphs")
+
+
+@pytest.mark.parametrize("model, shape", [
+    ("bloom-1b7", {"intermediate_size": 256, "num_heads": 4, "num_kv_heads": 4}),
+    ("falcon-7b", {"num_heads": 4, "num_kv_heads": 1}),
+    ("opt-6.7b", {"num_heads": 4, "num_kv_heads": 4}),
+    ("starcoder2-3b", {"num_heads": 4, "num_kv_heads": 2}),
+    ("qwen3-30b-a3b", {"num_heads": 4, "num_kv_heads": 2, "num_experts": 4, "experts_per_token": 2}),
+])
+def test_static_cache_works_for_every_model_type_of_the_plan(model, shape) -> None:
+    from llmco2.measure.passes import Passes
+
+    arch = get_model(model).with_overrides(**({"hidden_size": 64, "intermediate_size": 96, "num_layers": 2, "vocab_size": 96,
+                                                "head_dim": 16} | shape))
+    built = build_model(arch, "fp32", ["cpu"])
+    ids = torch.randint(0, 96, (2, 7), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        eager = Passes(built.model, built.input_device, 2, 7, 4, "eager")
+        static = Passes(built.model, built.input_device, 2, 7, 4, "static", compile_decode=False)
+        assert torch.equal(eager.decode(*eager.prefill(ids))[0], static.decode(*static.prefill(ids))[0])
+    assert built.model_type == hf_config_for(arch).model_type

@@ -30,6 +30,7 @@ from llmco2.measure.sweep import (
     shard_path,
 )
 from llmco2.measure.testing import FakeMeter, FakeNVML, tiny_llama_factory
+from llmco2.measure.windows import WindowPolicy
 from llmco2.specs import Request, get_gpu, get_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,8 +47,10 @@ class SpyRunner:
     """The real runner on CPU (tiny model, fake meter), counting calls; crashes or fails on demand."""
 
     def __init__(self, crash_at: int | None = None, fail_batch: int | None = None) -> None:
-        self.inner = InferenceRunner(FakeMeter(), device="cpu", model_factory=self.factory, repeats=2, warmup=1)
+        self.inner = InferenceRunner(FakeMeter(), device="cpu", model_factory=self.factory, repeats=2, warmup=1,
+                                     policy=WindowPolicy.single_pass(), compile_decode=False)
         self.calls: list[tuple[str, int, int]] = []
+        self.modes: list[str] = []
         self.crash_at = crash_at
         self.fail_batch = fail_batch
 
@@ -56,8 +59,17 @@ class SpyRunner:
         torch_dtype(dtype)  # quantised dtypes fail as with the real factory
         return tiny_llama_factory(arch, dtype, devices, **kw)
 
+    @property
+    def decode_mode(self) -> str:
+        return self.inner.decode_mode
+
+    @decode_mode.setter
+    def decode_mode(self, mode: str) -> None:
+        self.inner.decode_mode = mode
+
     def run(self, arch, request):
         self.calls.append((arch.id, request.batch_size, request.prompt_tokens))
+        self.modes.append(self.inner.decode_mode)
         if self.crash_at is not None and len(self.calls) == self.crash_at:
             raise KeyboardInterrupt  # the process dies: not a configuration failure
         if request.batch_size == self.fail_batch:
@@ -110,7 +122,7 @@ def test_sweep_writes_canonical_rows_as_each_configuration_finishes(configs: Pat
     assert list(table["phase"]) == ["prefill", "decode"] * 3 + ["prefill"]
     assert list(table["source_row"]) == list(range(2, 9)) and set(table["source_file"]) == {"h100.csv"}
     assert list(table["generated_tokens"]) == [4, 4, 3, 3, 2, 2, 1]
-    assert set(table["device"]) == {"h100-sxm"} and set(table["engine"]) == {"hf-transformers"}
+    assert set(table["device"]) == {"h100-sxm"} and set(table["engine"]) == {"hf"}
     assert set(table["measurement"]) == {"nvml_energy"} and set(table["repeats"]) == {2}
     assert (table["energy_j"] > 0).all() and (table["energy_std_j"] >= 0).all()
     assert list(table["weight_bits"]) == [16, 16, 16, 16, 16, 16, 32]
@@ -243,7 +255,9 @@ def test_dry_run_plan_estimates_from_the_roofline(configs: Path, tmp_path: Path)
     doc = plan.to_dict()
     assert (doc["total"], doc["todo"], doc["done"]) == (5, 5, 0)
     roof = analyze_request_table(read_request_csv(configs))
-    expected = [(p + d) * 5 for p, d in zip(roof["prefill_time_s"], roof["decode_time_s"], strict=True)]
+    # warm-up + repeats + 2 calibration runs, each phase at least one minimum window (1 s; decode only if there is one)
+    expected = [(max(p, 1.0) + (max(d, 1.0) if g > 1 else d)) * (5 + 2)
+                for p, d, g in zip(roof["prefill_time_s"], roof["decode_time_s"], roof["generated_tokens"], strict=True)]
     assert [c.estimate_s for c in plan.items] == pytest.approx(expected)
     assert doc["estimated_s"] == pytest.approx(sum(expected) + 5.0)
     assert not list(tmp_path.glob("plan*"))  # a plan writes nothing
@@ -335,7 +349,7 @@ def test_cli_dry_run_needs_no_gpu(configs: Path, tmp_path: Path, llmco2_main, ca
     code, out, _ = llmco2_main(["measure", "--configs", str(configs), "--out", str(tmp_path / "m.csv"), "--dry-run"], capsys)
     assert code == 0
     assert "5 configurations" in out and "to measure: 5" in out and "estimated GPU time (roofline x 6 runs" in out
-    assert "qwen2-7b on 1x h100-sxm fp16 batch 1 prompt 5 gen 2" in out
+    assert "qwen2-7b on 1x h100-sxm hf fp16 batch 1 prompt 5 gen 2" in out
     code, out, _ = llmco2_main(["measure", "--configs", str(configs), "--out", str(tmp_path / "m.csv"), "--dry-run", "--json",
                                 "--repeats", "2", "--warmup", "0", "--device", "a100"], capsys)
     doc = json.loads(out)
@@ -402,7 +416,7 @@ def test_hydra_multirun_one_job_per_shard(configs: Path, tmp_path: Path) -> None
 def test_readme_documents_the_cluster_command() -> None:
     text = (ROOT / "data" / "measurements" / "README.md").read_text()
     assert "hydra/launcher=submitit_slurm" in text and "llmco2 measure" in text
-    assert "No measurement files are committed yet" in text
+    assert "No measurement rows exist yet" in text and "python -m llmco2.cli measure" in text
 
 
 def test_empty_table_round_trip(configs: Path, tmp_path: Path) -> None:

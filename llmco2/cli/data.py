@@ -8,12 +8,13 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from llmco2.cli.common import Parser, print_json
 from llmco2.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +26,14 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     dsub = data.add_subparsers(dest="what", required=True, parser_class=Parser)
 
     imp = dsub.add_parser("import", help="convert a public dataset file into the canonical energy table")
-    imp.add_argument("format", help="co2meter, argonne, mlenergy_v2, mlenergy_v3, wilkins, delavande, tokenpowerbench, "
+    imp.add_argument("format", help="co2meter, argonne, mlenergy_v2, mlenergy_v3, wilkins, delavande, tokenpowerbench, h100_hf, "
                                     "splitwise, canonical, or 'all' with the shared data folder as PATH")
     imp.add_argument("path", help="source file (or folder for 'all')")
     imp.add_argument("-o", "--out", required=True, help="output table (.parquet or .csv)")
 
     summ = dsub.add_parser("summary", help="rows per source / device / model / phase, value ranges, missing fields")
-    summ.add_argument("path", help="canonical table (.parquet or .csv), or a source file with --format")
+    summ.add_argument("path", help="canonical table (.parquet or .csv), a folder of them (e.g. data/measurements), "
+                                    "or a source file with --format")
     summ.add_argument("--format", default=None, help="import PATH with this importer first")
     summ.add_argument("--json", action="store_true")
 
@@ -70,10 +72,43 @@ def cmd_import(args: argparse.Namespace) -> int:
     else:
         result = import_file(args.format, args.path)
         table = result.table
-        sys.stderr.write(result.summary() + "\n")
+        if len(table):
+            sys.stderr.write(result.summary() + "\n")
+    if len(table) == 0:
+        raise InvalidInputError(f"no usable rows in {args.path}: {_drop_counts(results if args.format == 'all' else [result])}",
+                                field="path")
     write_table(table, out)
     sys.stderr.write(f"wrote {len(table)} rows to {out} in {time.perf_counter() - start:.2f} s\n")
     return 0
+
+
+def _drop_counts(results: list[Any]) -> str:
+    """``"dropped 12 device not in catalog: X; 3 energy_j == 0"`` over several import results, by reason."""
+    totals: dict[str, int] = {}
+    read = 0
+    for r in results:
+        read += r.rows_read
+        for reason, n in r.dropped.items():
+            totals[reason] = totals.get(reason, 0) + n
+    if not totals:
+        return f"{read:,} rows read, none dropped (no file an importer recognises?)"
+    return f"{read:,} rows read, dropped " + "; ".join(f"{n:,} {reason}" for reason, n in sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
+def read_folder(folder: Path) -> tuple[pd.DataFrame, list[str]]:
+    """Every canonical table of a measurement folder (``*.csv`` / ``*.parquet`` except failure logs
+    and configuration lists) read and concatenated, and the files read."""
+    from llmco2.data.schema import concat_tables, read_table
+
+    paths = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in (".csv", ".parquet")
+                   and not p.name.endswith(".failed.csv") and not p.name.startswith(("configs", ".")))
+    tables = []
+    for path in paths:
+        table, report = read_table(path, on_error="keep")
+        if report.bad_rows:
+            sys.stderr.write(f"{path}: {report.summary()}\n")
+        tables.append(table)
+    return concat_tables(tables), [str(p) for p in paths]
 
 
 def summarize(table: pd.DataFrame) -> dict[str, Any]:
@@ -93,6 +128,9 @@ def summarize(table: pd.DataFrame) -> dict[str, Any]:
         "per_model": counts("model"),
         "per_phase": counts("phase"),
         "per_level": counts("level"),
+        "per_engine": counts("engine"),
+        "per_flag": {str(k): int(v) for k, v in table["flag"].dropna().astype(str).str.split(";").explode()
+                     .value_counts().sort_index().items()},
         "ranges": ranges,
         "missing": missing,
     }
@@ -103,6 +141,15 @@ def cmd_summary(args: argparse.Namespace) -> int:
         from llmco2.data.importers import import_file
 
         table = import_file(args.format, args.path).table
+    elif Path(args.path).is_dir():
+        table, files = read_folder(Path(args.path))
+        if not len(table):
+            if args.json:
+                print_json({"rows": 0, "files": files})
+            else:
+                sys.stdout.write(f"0 rows in {args.path}: " + (f"{len(files)} table(s) without rows" if files else
+                                 "no measurement table yet (see its README.md for how to measure)") + "\n")
+            return 0
     else:
         from llmco2.data.schema import read_table
 
@@ -118,7 +165,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     console = Console()
     console.print(f"[bold]{summary['rows']}[/bold] rows in {args.path}")
-    for key in ("per_source", "per_device", "per_phase", "per_level", "per_model"):
+    for key in ("per_source", "per_device", "per_engine", "per_phase", "per_level", "per_flag", "per_model"):
         t = Table(title=key.replace("_", " "))
         t.add_column(key.split("_", 1)[1])
         t.add_column("rows", justify="right")

@@ -35,6 +35,19 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
                    help="measure MODEL with the real weights of a local checkpoint folder (repeatable)")
     p.add_argument("--method", choices=("auto", "nvml_energy", "nvml_power"), default="auto",
                    help="energy counter, sampled power, or the counter where available (default)")
+    p.add_argument("--decode-mode", choices=("eager", "static"), default="eager",
+                   help="decode eagerly (engine hf, default) or with a static KV cache + torch.compile / CUDA graphs "
+                        "(engine hf-static), for configurations without an 'engine' column (hf / hf-static)")
+    p.add_argument("--min-window-s", type=float, default=1.0, help="shortest measurement window, seconds (default 1)")
+    p.add_argument("--min-periods", type=float, default=20.0,
+                   help="shortest window in energy-counter update periods (default 20)")
+    p.add_argument("--target-bound", type=float, default=0.015,
+                   help="add passes until one counter increment is at most this fraction of a window (default 0.015)")
+    p.add_argument("--flag-bound", type=float, default=0.02,
+                   help="flag rows whose quantisation bound exceeds this fraction counter_quantised (default 0.02)")
+    p.add_argument("--max-passes", type=int, default=100_000, help="most passes in one window (default 100000)")
+    p.add_argument("--probe-s", type=float, default=2.0,
+                   help="seconds of probing the energy counter's update period under load before the sweep (default 2; 0 skips)")
     p.add_argument("--retry-failed", action="store_true", help="measure configurations in the failure file again")
     p.add_argument("--shard", type=int, default=0, help="this process's shard (0-based)")
     p.add_argument("--num-shards", type=int, default=1, help="number of shards the configurations are split into")
@@ -50,7 +63,10 @@ def _options(args: argparse.Namespace):  # -> SweepOptions
     return SweepOptions(configs=Path(args.configs), out=Path(args.out), repeats=args.repeats, warmup=args.warmup,
                         gpus=parse_gpus(args.gpus), idle_s=args.idle_s, device=args.device, shard=args.shard,
                         num_shards=args.num_shards, retry_failed=args.retry_failed,
-                        model_paths=parse_model_paths(args.model_path), method=args.method, progress=not args.no_progress)
+                        model_paths=parse_model_paths(args.model_path), method=args.method, progress=not args.no_progress,
+                        decode_mode=args.decode_mode, min_window_s=args.min_window_s, min_periods=args.min_periods,
+                        target_bound=args.target_bound, flag_bound=args.flag_bound, max_passes=args.max_passes,
+                        probe_s=args.probe_s)
 
 
 def _print_plan(plan) -> None:  # plan: SweepPlan
@@ -62,12 +78,13 @@ def _print_plan(plan) -> None:  # plan: SweepPlan
               f"to measure: {doc['todo']}\n")
     est = doc["estimated_s"]
     runs = plan.options.warmup + plan.options.repeats
-    out.write(f"  estimated GPU time (roofline x {runs} runs + idle): {'-' if est is None else fmt_time(est)}"
-              " (a lower bound: model building and Python overhead are not counted)\n")
+    out.write(f"  estimated GPU time (roofline x {runs} runs + 2 calibrations, each phase at least one "
+              f"{plan.options.policy.minimum_s(None):g} s window, + idle): {'-' if est is None else fmt_time(est)}"
+              " (a lower bound: model building, Python overhead and windows longer than the minimum are not counted)\n")
     for c in plan.items:
         f = c.fields
         est_c = "-" if c.estimate_s is None else fmt_time(c.estimate_s)
-        out.write(f"  {c.number:>5} {c.status:<9} {f['model']} on {f['num_gpus']}x {f['gpu']} {f['dtype']} batch {f['batch_size']} "
+        out.write(f"  {c.number:>5} {c.status:<9} {f['model']} on {f['num_gpus']}x {f['gpu']} {f['engine']} {f['dtype']} batch {f['batch_size']} "
                   f"prompt {f['prompt_tokens']} gen {f['generated_tokens']}  ~{est_c}\n")
 
 

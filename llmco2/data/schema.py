@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 PHASES = ("prefill", "decode", "total")
 LEVELS = ("request", "batch", "steady_state")
 ON_ERROR = ("raise", "drop", "keep")
+WINDOW_METHODS = ("single", "amortised", "lengthened")
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("num_devices", "int", "devices serving the request", "count", required=True, minimum=1),
     Column("tensor_parallel", "int", "tensor-parallel degree", "count", minimum=1),
     Column("pipeline_parallel", "int", "pipeline-parallel degree", "count", minimum=1),
-    Column("engine", "str", "inference engine (vllm, tensorrt-llm, deepspeed, hf-transformers, ...)"),
+    Column("engine", "str", "serving engine, a catalog id of llmco2.specs.engines (hf, hf-static, vllm, vllm-eager, "
+           "tensorrt-llm, deepspeed, edge, unknown, ...)"),
     Column("model", "str", "model catalog id", required=True),
     Column("hidden_size", "int", "hidden size", "elements", minimum=1),
     Column("intermediate_size", "int", "MLP (expert) width", "elements", minimum=1),
@@ -80,6 +82,18 @@ COLUMNS: tuple[Column, ...] = (
     Column("measurement", "str", "how energy was measured (nvml_energy, nvml_power, jtop, codecarbon, power_x_latency, ...)"),
     Column("trace", "str", "workload the configuration was drawn from (code, conv, uniform)"),
     Column("flag", "str", "known data problem, ';'-separated (e.g. power_includes_idle_gpus)"),
+    # How a row was measured (llmco2 measure fills these; null for sources that do not say).
+    Column("attention", "str", "attention implementation (sdpa, eager, flash_attention_2, ...)"),
+    Column("sm_clock_mhz", "float", "mean streaming-multiprocessor clock at the ends of the measured windows", "MHz", minimum=0),
+    Column("mem_clock_mhz", "float", "mean memory clock at the ends of the measured windows", "MHz", minimum=0),
+    Column("power_limit_w", "float", "enforced power limit per device", "W", minimum=0, exclusive_minimum=True),
+    Column("idle_power_w", "float", "idle power per device, measured before the run", "W", minimum=0),
+    Column("window_method", "str", "single (one pass per window), amortised (k passes back to back, divided by k) or "
+           "lengthened (k x prefill+decode, divided by k, minus the prefill measured apart)", choices=WINDOW_METHODS),
+    Column("window_passes", "int", "passes of the phase per measurement window (k)", "count", minimum=1),
+    Column("window_s", "float", "mean length of one measurement window", "s", minimum=0),
+    Column("quantisation_bound", "float", "energy-counter increment / (k x the phase's energy): bound on the relative "
+           "error from the counter's quantisation (rows above 2% are flagged counter_quantised)", "fraction", minimum=0),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 REQUIRED: tuple[str, ...] = tuple(c.name for c in COLUMNS if c.required)

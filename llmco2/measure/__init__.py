@@ -4,7 +4,12 @@
 * :mod:`llmco2.measure.meter` — :class:`EnergyMeter` (``begin_window`` / ``end_window`` ->
   :class:`Measurement`), energy counter with a power-sampling fallback, idle power;
 * :mod:`llmco2.measure.hf_models` — catalog architecture -> transformers model (random weights);
-* :mod:`llmco2.measure.runner` — :class:`InferenceRunner`: prefill and decode measured apart;
+* :mod:`llmco2.measure.windows` — the energy counter's update period (:func:`probe_counter`) and
+  windows long enough for it (:class:`WindowPolicy`: amortised prefill, lengthened decode, the
+  quantisation bound);
+* :mod:`llmco2.measure.runner` — :class:`InferenceRunner`: prefill and decode measured apart,
+  eager (engine ``hf``) or with a static cache and compiled decode (``hf-static``);
+* :mod:`llmco2.measure.plan` — the focused measurement plan (Azure-trace lengths, 17 architectures);
 * :mod:`llmco2.measure.store` / :mod:`llmco2.measure.sweep` — append-as-you-go, resumable sweeps;
 * :mod:`llmco2.measure.sweep_app` — Hydra entry point (one job per shard).
 
@@ -31,6 +36,7 @@ from llmco2.measure.errors import (
     WindowError,
 )
 from llmco2.measure.meter import EnergyMeter, Measurement, Meter
+from llmco2.measure.windows import CounterProbe, WindowPolicy, probe_counter
 
 _LAZY = {
     "InferenceRunner": "llmco2.measure.runner",
@@ -53,6 +59,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CounterProbe",
     "CounterWrapError",
     "EnergyMeter",
     "Measurement",
@@ -68,5 +75,7 @@ __all__ = [
     "NoGPUError",
     "UnsupportedConfigError",
     "WindowError",
+    "WindowPolicy",
+    "probe_counter",
     *_LAZY,
 ]

@@ -195,6 +195,7 @@ class EnergyMeter:
             self._session.close()
             raise
         self._sampler = PowerSampler(self._read_power_w, clock=self._clock, interval_s=power_interval_s)
+        self.counter_probe: Any = None  # a llmco2.measure.windows.CounterProbe once probe_counter ran
         log.info("measuring GPU(s) %s (%s) with %s", list(gpus), ", ".join(d.name for d in self.devices.values()), self.method)
 
     def _choose_method(self, requested: str) -> str:
@@ -275,6 +276,35 @@ class EnergyMeter:
         """The power sampler of the ``nvml_power`` method."""
         return self._sampler
 
+    # -- energy counter ------------------------------------------------------------------------
+    def read_counters_mj(self) -> dict[int, int]:
+        """The energy counter of every GPU (mJ), without synchronising."""
+        return self._read_counters_mj()
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The meter's monotonic clock (seconds)."""
+        return self._clock
+
+    def probe_counter(self, load: Callable[[], None] | None = None, duration_s: float = 2.0) -> Any:
+        """Update period and increment of the energy counter under ``load`` (see
+        :func:`llmco2.measure.windows.probe_counter`); kept as :attr:`counter_probe` and returned.
+        ``None`` with the power-sampling method (there is no counter to probe)."""
+        from llmco2.measure.windows import probe_counter
+
+        if self.method != "nvml_energy":
+            return None
+        self._sync()
+        try:
+            self.counter_probe = probe_counter(self._read_counters_mj, self._clock, load, duration_s)
+        finally:
+            self._sync()
+        return self.counter_probe
+
+    def power_limits_w(self) -> dict[int, float | None]:
+        """Enforced power limit per GPU in watts (``None`` where NVML does not report it)."""
+        return {g: d.power_limit_w() for g, d in self.devices.items()}
+
     # -- idle power ----------------------------------------------------------------------------
     @property
     def idle_power_w(self) -> dict[int, float]:
@@ -314,6 +344,8 @@ class EnergyMeter:
             "cuda_driver_version": self._session.cuda_driver_version(),
             "gpus": {str(g): {"name": d.name, "uuid": d.uuid} for g, d in self.devices.items()},
             "idle_power_w": {str(g): p for g, p in self._idle_power_w.items()},
+            "power_limit_w": {str(g): p for g, p in self.power_limits_w().items()},
+            "counter_probe": None if self.counter_probe is None else self.counter_probe.to_dict(),
         }
 
     def close(self) -> None:

@@ -161,6 +161,11 @@ class NVMLDevice:
         """Current memory clock in MHz (``None`` when not reported)."""
         return self._optional("nvmlDeviceGetClockInfo", bindings().NVML_CLOCK_MEM)
 
+    def power_limit_w(self) -> float | None:
+        """Enforced power limit in watts (``nvmlDeviceGetEnforcedPowerLimit``, mW; ``None`` when not reported)."""
+        limit = self._optional("nvmlDeviceGetEnforcedPowerLimit")
+        return None if limit is None else limit / 1000.0
+
     def temperature_c(self) -> int | None:
         """GPU die temperature in degrees Celsius (``None`` when not reported)."""
         return self._optional("nvmlDeviceGetTemperature", bindings().NVML_TEMPERATURE_GPU)

@@ -38,22 +38,22 @@ from llmco2.specs import DTYPE_BITS, GPU, ModelArch, Request, get_gpu, model_cat
 
 log = logging.getLogger(__name__)
 
-ENGINE = "hf-transformers"
 SOURCE = "llmco2"
 #: The columns that identify a configuration, in key order.
 KEY_FIELDS = ("model", "gpu", "num_gpus", "tensor_parallel", "batch_size", "prompt_tokens", "generated_tokens", "dtype",
-              "flash_attention", *ARCH_COLUMNS)
+              "flash_attention", *ARCH_COLUMNS, "engine")
 FAILED_COLUMNS = ("key", "reason", "time")
 HEADER = ",".join(COLUMN_NAMES)
 
 
-def config_fields(arch: ModelArch, request: Request, gpu: GPU) -> dict[str, Any]:
-    """The identifying columns of a configuration (as parsed, so ``"2.0"`` and ``"2"`` agree)."""
+def config_fields(arch: ModelArch, request: Request, gpu: GPU, engine: str = "hf") -> dict[str, Any]:
+    """The identifying columns of a configuration (as parsed, so ``"2.0"`` and ``"2"`` agree);
+    ``engine`` is ``hf`` (eager decode) or ``hf-static`` (static cache + compiled decode)."""
     return {
         "model": arch.id, "gpu": gpu.id, "num_gpus": request.num_gpus, "tensor_parallel": request.tensor_parallel,
         "batch_size": request.batch_size, "prompt_tokens": request.prompt_tokens, "generated_tokens": request.generated_tokens,
         "dtype": request.weight_dtype, "flash_attention": int(request.flash_attention),
-        **{c: getattr(arch, c) for c in ARCH_COLUMNS},
+        **{c: getattr(arch, c) for c in ARCH_COLUMNS}, "engine": engine,
     }
 
 
@@ -63,13 +63,17 @@ def config_key(fields: Mapping[str, Any]) -> str:
 
 
 def canonical_rows(result: RunResult, arch: ModelArch, request: Request, device: str, *, source_file: str,
-                   first_line: int) -> list[dict[str, Any]]:
+                   first_line: int, flag_bound: float = 0.02) -> list[dict[str, Any]]:
     """Rows of the canonical table for a run: one per phase (prefill, then decode if any).
 
     ``first_line`` is the line of the output file the first row lands on (``source_row``).
     Several GPUs run as a layer-wise split, so ``tensor_parallel`` is 1 and ``pipeline_parallel``
-    the GPU count. ``flag`` notes random weights and architecture approximations.
+    the GPU count. ``flag`` notes random weights, architecture approximations and, per phase,
+    ``counter_quantised`` when the quantisation bound exceeds ``flag_bound``. The engine,
+    attention implementation, clocks, power limit, idle power and window columns are filled.
     """
+    from llmco2.measure.windows import QUANTISED_FLAG
+
     flags = []
     if result.weights == "random":
         flags.append("random_weights")
@@ -78,20 +82,25 @@ def canonical_rows(result: RunResult, arch: ModelArch, request: Request, device:
     bits = DTYPE_BITS[request.weight_dtype]
     base = {
         "source": SOURCE, "source_file": source_file, "device": device, "num_devices": request.num_gpus,
-        "tensor_parallel": 1, "pipeline_parallel": request.num_gpus, "engine": ENGINE, "model": arch.id,
+        "tensor_parallel": 1, "pipeline_parallel": request.num_gpus, "engine": result.engine, "model": arch.id,
         "hidden_size": arch.hidden_size, "intermediate_size": arch.intermediate_size, "num_layers": arch.num_layers,
         "num_heads": arch.num_heads, "num_kv_heads": arch.num_kv_heads, "vocab_size": arch.vocab_size,
         "activation": arch.activation, "mlp_gated": arch.mlp_gated, "num_experts": arch.num_experts,
         "experts_per_token": arch.experts_per_token, "weight_bits": bits, "kv_bits": bits,
         "flash_attention": request.flash_attention, "kv_cache": True, "batch_size": request.batch_size,
         "prompt_tokens": request.prompt_tokens, "generated_tokens": request.generated_tokens, "level": "request",
-        "flag": ";".join(flags) or None,
+        "attention": result.attention, "power_limit_w": result.power_limit_w, "idle_power_w": result.idle_power_w,
     }
     rows = []
     for i, phase in enumerate(result.phases):
+        bound = phase.quantisation_bound
+        quantised = bound is not None and bound > flag_bound
         rows.append(base | {"source_row": first_line + i, "phase": phase.phase, "energy_j": phase.energy_j,
                             "energy_std_j": phase.energy_std_j, "latency_s": phase.latency_s, "repeats": phase.repeats,
-                            "measurement": phase.method})
+                            "measurement": phase.method, "flag": ";".join(flags + [QUANTISED_FLAG] * quantised) or None,
+                            "sm_clock_mhz": phase.sm_clock_mhz, "mem_clock_mhz": phase.mem_clock_mhz,
+                            "window_method": phase.window_method, "window_passes": phase.window_passes, "window_s": phase.window_s,
+                            "quantisation_bound": None if bound is None else min(bound, 1e9)})
     return rows
 
 

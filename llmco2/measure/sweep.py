@@ -14,13 +14,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llmco2.errors import InvalidInputError, UnknownIdError
+from llmco2.measure.modes import DECODE_MODES, ENGINE_OF_MODE, decode_mode_of
 from llmco2.measure.store import ResultStore, canonical_rows, check_rows, config_fields, config_key, one_line
+from llmco2.measure.sweep_args import parse_gpus, parse_model_paths, read_engines
+from llmco2.measure.windows import WindowPolicy
 from llmco2.specs import GPU, ModelArch, Request, get_gpu
 
 log = logging.getLogger(__name__)
@@ -47,6 +50,12 @@ class SweepOptions:
         power_interval_s: sampling period of the power fallback, seconds.
         seed: seeds weights and prompts.
         progress: show a progress bar on stderr.
+        decode_mode: ``eager`` (engine ``hf``) or ``static`` (``hf-static``) for configurations
+            whose file has no ``engine`` column (a column of ``hf`` / ``hf-static`` decides per row).
+        min_window_s / min_periods / target_bound / flag_bound / max_passes: the window policy
+            (:class:`~llmco2.measure.windows.WindowPolicy`).
+        probe_s: seconds of energy-counter probing under load before the sweep (0: skip, windows
+            are then sized in time only and rows carry no quantisation bound).
     """
 
     configs: Path
@@ -64,6 +73,13 @@ class SweepOptions:
     power_interval_s: float = 0.02
     seed: int = 0
     progress: bool = True
+    decode_mode: str = "eager"
+    min_window_s: float = 1.0
+    min_periods: float = 20.0
+    target_bound: float = 0.015
+    flag_bound: float = 0.02
+    max_passes: int = 100_000
+    probe_s: float = 2.0
 
     def __post_init__(self) -> None:
         self.configs = Path(self.configs)
@@ -83,6 +99,17 @@ class SweepOptions:
             raise InvalidInputError(f"must be between 0 and num_shards - 1 = {self.num_shards - 1}, got {self.shard}", field="shard")
         if self.device is not None:
             self.device = get_gpu(self.device).id
+        if self.decode_mode not in DECODE_MODES:
+            raise InvalidInputError(f"must be one of {', '.join(DECODE_MODES)}, got {self.decode_mode!r}", field="decode_mode")
+        if self.probe_s < 0:
+            raise InvalidInputError(f"must be >= 0 seconds, got {self.probe_s}", field="probe_s")
+        _ = self.policy  # validates the window settings
+
+    @property
+    def policy(self) -> WindowPolicy:
+        """The window policy these options describe."""
+        return WindowPolicy(min_window_s=self.min_window_s, min_periods=self.min_periods, target_bound=self.target_bound,
+                            flag_bound=self.flag_bound, max_passes=self.max_passes)
 
     @property
     def shard_out(self) -> Path:
@@ -140,14 +167,16 @@ class SweepPlan:
         o = self.options
         return {
             "configs": str(o.configs), "out": str(o.shard_out), "shard": o.shard, "num_shards": o.num_shards,
-            "repeats": o.repeats, "warmup": o.warmup, "gpus": list(o.gpus), "device": o.device,
+            "repeats": o.repeats, "warmup": o.warmup, "gpus": list(o.gpus), "device": o.device, "decode_mode": o.decode_mode,
+            "window_policy": asdict(o.policy),
             "total": len(self.items), **self.counts(), "estimated_s": self.estimate_s(),
             "configurations": [{"number": c.number, "status": c.status, "estimated_s": c.estimate_s, **c.fields} for c in self.items],
         }
 
 
-def _estimates(items: Sequence[tuple[ModelArch, Request, GPU]], runs: int) -> list[float | None]:
-    """Roofline time of prefill + decode per configuration, times ``runs``; None where it cannot be computed."""
+def _estimates(items: Sequence[tuple[ModelArch, Request, GPU]], runs: int, window_s: float = 0.0) -> list[float | None]:
+    """Roofline time of prefill + decode per configuration, times ``runs``, each phase's run taking
+    at least ``window_s`` (the minimum window); None where it cannot be computed."""
     from llmco2.analytic.batch import analyze_request_table
 
     try:
@@ -155,7 +184,8 @@ def _estimates(items: Sequence[tuple[ModelArch, Request, GPU]], runs: int) -> li
     except Exception as exc:  # an estimate is a convenience; it never stops a sweep
         log.warning("no time estimate: %s", one_line(str(exc), 200))
         return [None] * len(items)
-    return [float(p + d) * runs for p, d in zip(table["prefill_time_s"], table["decode_time_s"], strict=True)]
+    return [(max(float(p), window_s) + max(float(d), window_s if g > 1 else 0.0)) * runs
+            for p, d, g in zip(table["prefill_time_s"], table["decode_time_s"], table["generated_tokens"], strict=True)]
 
 
 def plan_sweep(options: SweepOptions, readonly: bool = True) -> SweepPlan:
@@ -166,14 +196,16 @@ def plan_sweep(options: SweepOptions, readonly: bool = True) -> SweepPlan:
     from llmco2.analytic.batch import read_request_csv
 
     items = read_request_csv(options.configs)
+    engines = read_engines(options.configs, len(items), ENGINE_OF_MODE[options.decode_mode])
     store = ResultStore.open(options.shard_out, readonly=readonly)
     mine = [(i, t) for i, t in enumerate(items) if i % options.num_shards == options.shard]
-    estimates = _estimates([t for _, t in mine], options.warmup + options.repeats) if mine else []
+    runs = options.warmup + options.repeats + (2 if options.min_window_s > 0 or options.probe_s > 0 else 0)
+    estimates = _estimates([t for _, t in mine], runs, options.policy.minimum_s(None)) if mine else []
     planned: list[PlannedConfig] = []
     seen: set[str] = set()
     repeated: list[int] = []
     for (i, (arch, request, gpu)), est in zip(mine, estimates, strict=True):
-        fields = config_fields(arch, request, gpu)
+        fields = config_fields(arch, request, gpu, engines[i])
         key = config_key(fields)
         if key in seen:
             repeated.append(i + 1)
@@ -208,19 +240,44 @@ def detect_device(names: Sequence[str]) -> str:
 
 
 def _progress(enabled: bool) -> Any:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
+    """A rich progress bar on stderr, or a silent stand-in when disabled or rich is missing (a bare GPU machine)."""
+    try:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    except ImportError:
+        if enabled:
+            log.warning("rich is not installed: no progress bar")
+        return _NoProgress()
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
                     TimeRemainingColumn(), console=Console(stderr=True), disable=not enabled)
 
 
-def run_sweep(options: SweepOptions, *, meter: Any = None, runner: Any = None) -> dict[str, Any]:
+class _NoProgress:
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, *args: Any, **kwargs: Any) -> int:
+        return 0
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def advance(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def run_sweep(options: SweepOptions, *, meter: Any = None, runner: Any = None, probe_load: Any = None) -> dict[str, Any]:
     """Measure every remaining configuration of this shard; returns a summary.
 
     ``meter`` and ``runner`` are injectable (tests use a fake meter and a tiny CPU model); by
     default an :class:`~llmco2.measure.meter.EnergyMeter` over ``options.gpus`` (which raises
     `NoGPUError` without a GPU) and an :class:`~llmco2.measure.runner.InferenceRunner`.
+    Before the first configuration: idle power (``idle_s``), then the energy counter's update
+    period and increment under ``probe_load`` (default: matrix products on the GPUs) for
+    ``probe_s`` seconds; both go into the run log's environment.
     """
     plan = plan_sweep(options, readonly=True)  # bad input fails here, before any GPU or file is touched
     own_meter = meter is None
@@ -249,7 +306,12 @@ def run_sweep(options: SweepOptions, *, meter: Any = None, runner: Any = None) -
             from llmco2.measure.runner import InferenceRunner
 
             runner = InferenceRunner(meter, gpus=options.gpus, repeats=options.repeats, warmup=options.warmup,
-                                     model_paths=options.model_paths, seed=options.seed)
+                                     model_paths=options.model_paths, seed=options.seed, policy=options.policy,
+                                     decode_mode=options.decode_mode)
+        if todo and options.probe_s > 0 and getattr(meter, "method", None) == "nvml_energy" and hasattr(meter, "probe_counter"):
+            load = probe_load if probe_load is not None else runner.counter_load()
+            probe = meter.probe_counter(load, options.probe_s)
+            log.info("energy counter: update period %.1f ms, increment %s J", probe.period_s * 1000, probe.increment_j)
         measured = failed = 0
         environment = runner.environment() if todo else {}
         try:
@@ -259,9 +321,12 @@ def run_sweep(options: SweepOptions, *, meter: Any = None, runner: Any = None) -
                     bar.update(task, description=f"{c.arch.id} b{c.request.batch_size} p{c.request.prompt_tokens} "
                                                  f"g{c.request.generated_tokens} {c.request.weight_dtype}")
                     try:
+                        if hasattr(runner, "decode_mode"):
+                            runner.decode_mode = decode_mode_of(c.fields["engine"])
                         result = runner.run(c.arch, c.request)
                         table = check_rows(canonical_rows(result, c.arch, c.request, device, source_file=options.shard_out.name,
-                                                          first_line=store.next_line), origin=str(options.shard_out))
+                                                          first_line=store.next_line, flag_bound=options.flag_bound),
+                                           origin=str(options.shard_out))
                     except Exception as exc:
                         reason = f"{type(exc).__name__}: {exc}"
                         log.warning("configuration %d failed: %s", c.number, one_line(reason, 300))
@@ -297,43 +362,6 @@ def merge_shards(out: str | Path, num_shards: int) -> Any:
     if missing:
         raise InvalidInputError(f"missing shard files: {', '.join(missing)}", field="out")
     return concat_tables(read_table(p)[0] for p in paths)
-
-
-def parse_gpus(text: str | Sequence[int] | None) -> tuple[int, ...]:
-    """``"0,1"`` -> ``(0, 1)``."""
-    if text is None:
-        return (0,)
-    if not isinstance(text, str):
-        return tuple(int(g) for g in text)
-    try:
-        gpus = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise InvalidInputError(f"must be comma-separated GPU indices like 0,1, got {text!r}", field="--gpus") from None
-    if not gpus or any(g < 0 for g in gpus):
-        raise InvalidInputError(f"must be comma-separated GPU indices like 0,1, got {text!r}", field="--gpus")
-    return gpus
-
-
-def parse_model_paths(items: Sequence[str] | Mapping[str, str] | None) -> dict[str, str]:
-    """``["llama3.1-8b=/ckpt/llama"]`` -> ``{"llama3.1-8b": "/ckpt/llama"}`` (ids resolved in the catalog)."""
-    from llmco2.specs import get_model
-
-    if not items:
-        return {}
-    pairs = items.items() if isinstance(items, Mapping) else (_split_pair(i) for i in items)
-    out: dict[str, str] = {}
-    for model, path in pairs:
-        if not Path(path).is_dir():
-            raise InvalidInputError(f"{path} is not a folder", field="--model-path")
-        out[get_model(model).id] = str(path)
-    return out
-
-
-def _split_pair(item: str) -> tuple[str, str]:
-    model, sep, path = item.partition("=")
-    if not sep or not model or not path:
-        raise InvalidInputError(f"must be MODEL=PATH, got {item!r}", field="--model-path")
-    return model, path
 
 
 __all__ = ["SweepOptions", "SweepPlan", "PlannedConfig", "plan_sweep", "run_sweep", "merge_shards", "shard_path",

@@ -52,6 +52,13 @@ class MeasureConfig:
     seed: int = 0
     dry_run: bool = False
     progress: bool = False
+    decode_mode: str = "eager"
+    min_window_s: float = 1.0
+    min_periods: float = 20.0
+    target_bound: float = 0.015
+    flag_bound: float = 0.02
+    max_passes: int = 100_000
+    probe_s: float = 2.0
 
 
 ConfigStore.instance().store(name="measure_schema", node=MeasureConfig)
@@ -71,6 +78,10 @@ def options_from_cfg(cfg: Any) -> SweepOptions:
         retry_failed=bool(data.get("retry_failed", False)), model_paths=parse_model_paths(data.get("model_paths") or {}),
         method=str(data.get("method", "auto")), power_interval_s=float(data.get("power_interval_s", 0.02)),
         seed=int(data.get("seed", 0)), progress=bool(data.get("progress", False)),
+        decode_mode=str(data.get("decode_mode", "eager")), min_window_s=float(data.get("min_window_s", 1.0)),
+        min_periods=float(data.get("min_periods", 20.0)), target_bound=float(data.get("target_bound", 0.015)),
+        flag_bound=float(data.get("flag_bound", 0.02)), max_passes=int(data.get("max_passes", 100_000)),
+        probe_s=float(data.get("probe_s", 2.0)),
     )
 
 

@@ -7,6 +7,9 @@ CPU model factory. Used by the test suite; handy to try a sweep end to end on a 
 * :class:`FakeMeter` — the meter interface with energy = a constant power x elapsed time.
 * :func:`tiny_llama_factory` — a two-layer, 64-wide Llama with random weights, whatever the
   architecture asked for.
+* :class:`SimulatedGPU` / :class:`SimulatedModel` — a GPU on a simulated clock whose energy counter
+  updates only every 100 ms (as NVML's does), and a model whose passes spend known simulated
+  time and energy there: the ground truth against which amortised windows are checked.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from llmco2.measure.errors import WindowError
@@ -135,6 +139,10 @@ class FakeNVML:
         self._call("nvmlDeviceGetTemperature")
         return 40 + handle[1]
 
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: tuple[str, int]) -> int:
+        self._call("nvmlDeviceGetEnforcedPowerLimit")
+        return 700_000
+
     def nvmlSystemGetDriverVersion(self) -> str:
         self._call("nvmlSystemGetDriverVersion")
         return "550.54.15"
@@ -208,3 +216,132 @@ def tiny_llama_factory(arch: Any, dtype: str, devices: Sequence[Any], *, flash_a
     model.eval()
     return BuiltModel(model=model, input_device=device, vocab_size=128, weights="random", model_type="llama",
                       notes=("tiny stand-in model",), param_count=sum(p.numel() for p in model.parameters()))
+
+
+class SimulatedGPU:
+    """A GPU on a simulated clock whose NVML energy counter is updated only every ``period_s``.
+
+    Time advances only through :meth:`work` (at ``busy_w`` watts), :meth:`idle` (``idle_w``),
+    counter reads (``read_latency_s`` each) and :meth:`sync`. :meth:`queue` adds work without
+    waiting, as a CUDA launch does: reads then run at ``busy_w`` while queued work is left, and
+    :meth:`sync` (the meter's ``sync``) runs it to the end. The counter holds the exact energy (mJ) up to
+    its last update, as NVML's does, so under ``busy_w`` load it grows by ``busy_w x period_s`` J
+    per update (25 J with the defaults) and a window shorter than a period reads 0 J or a whole
+    increment. ``busy_j`` is the ground truth: energy spent in :meth:`work`.
+    """
+
+    def __init__(self, period_s: float = 0.1, busy_w: float = 250.0, idle_w: float = 60.0, read_latency_s: float = 5e-4) -> None:
+        self.period_s = period_s
+        self.busy_w = busy_w
+        self.idle_w = idle_w
+        self.read_latency_s = read_latency_s
+        self.t = 0.0
+        self.energy_j = 0.0
+        self.busy_j = 0.0
+        self._counter_mj = 0
+        self._next_update = period_s
+        self._queued_s = 0.0
+
+    def clock(self) -> float:
+        return self.t
+
+    def _advance(self, seconds: float, power_w: float) -> None:
+        end = self.t + seconds
+        while self._next_update <= end:
+            self.energy_j += power_w * (self._next_update - self.t)
+            self.t = self._next_update
+            self._counter_mj = int(self.energy_j * 1000)
+            self._next_update += self.period_s
+        self.energy_j += power_w * (end - self.t)
+        self.t = end
+
+    def work(self, seconds: float) -> None:
+        """Run the queued work, then ``seconds`` more, at ``busy_w`` (waiting for it)."""
+        self.sync()
+        self._advance(seconds, self.busy_w)
+        self.busy_j += self.busy_w * seconds
+
+    def queue(self, seconds: float) -> None:
+        """Queue ``seconds`` of work without waiting for it."""
+        self._queued_s += seconds
+
+    def sync(self) -> None:
+        """Wait for the queued work."""
+        queued, self._queued_s = self._queued_s, 0.0
+        self._advance(queued, self.busy_w)
+
+    def idle(self, seconds: float) -> None:
+        """``seconds`` pass: busy while queued work is left, idle after."""
+        busy = min(seconds, self._queued_s)
+        self._queued_s -= busy
+        self._advance(busy, self.busy_w)
+        self._advance(seconds - busy, self.idle_w)
+
+    def read_counter_mj(self) -> int:
+        self.idle(self.read_latency_s)
+        return self._counter_mj
+
+    def counter(self) -> Iterator[int]:
+        """An endless iterator of counter readings (for :class:`FakeNVML`'s ``energy_mj``)."""
+        return iter(self.read_counter_mj, None)
+
+    def load(self, seconds: float = 1e-3) -> Callable[[], None]:
+        """A probe load: each call queues ``seconds`` of work (a kernel launch)."""
+        return lambda: self.queue(seconds)
+
+
+class _SimCache:
+    def __init__(self) -> None:
+        self.length = 0
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+
+class SimulatedModel:
+    """A causal LM stand-in that spends simulated GPU time: a prefill of ``b x n`` tokens takes
+    ``prefill_s_per_token x b x n`` seconds, a decode step ``decode_step_s`` (both at the GPU's busy
+    power). It returns logits over ``vocab`` tokens and a cache that counts its tokens; each
+    prefill gets a fresh cache. ``truth_j(phase, ...)`` is the energy a phase really used."""
+
+    def __init__(self, gpu: SimulatedGPU, prefill_s_per_token: float = 0.040 / 512, decode_step_s: float = 0.010, vocab: int = 32) -> None:
+        self.gpu = gpu
+        self.prefill_s_per_token = prefill_s_per_token
+        self.decode_step_s = decode_step_s
+        self.vocab = vocab
+        self.calls: list[tuple[str, int]] = []
+
+    def __call__(self, input_ids: Any, past_key_values: Any = None, use_cache: bool = True, **kwargs: Any) -> Any:
+        import torch
+
+        b, n = input_ids.shape
+        cache = past_key_values if past_key_values is not None else _SimCache()
+        if cache.length == 0:
+            self.gpu.work(self.prefill_s_per_token * b * n)
+            self.calls.append(("prefill", n))
+        else:
+            self.gpu.work(self.decode_step_s)
+            self.calls.append(("decode", n))
+        cache.length += n
+        logits = torch.zeros(b, 1, self.vocab)
+        logits[..., cache.length % self.vocab] = 1.0
+        return SimpleNamespace(logits=logits, past_key_values=cache)
+
+    def prefill_truth_j(self, batch_size: int, prompt_tokens: int) -> float:
+        return self.gpu.busy_w * self.prefill_s_per_token * batch_size * prompt_tokens
+
+    def decode_truth_j(self, steps: int) -> float:
+        return self.gpu.busy_w * self.decode_step_s * steps
+
+
+def simulated_factory(model: SimulatedModel) -> Callable[..., Any]:
+    """A ``model_factory`` for :class:`~llmco2.measure.runner.InferenceRunner` that returns ``model``."""
+    def factory(arch: Any, dtype: str, devices: Sequence[Any], **kwargs: Any) -> Any:
+        import torch
+
+        from llmco2.measure.hf_models import BuiltModel
+
+        return BuiltModel(model=model, input_device=torch.device("cpu"), vocab_size=model.vocab, weights="random",  # type: ignore[arg-type]
+                          model_type="simulated", notes=("simulated model",))
+
+    return factory

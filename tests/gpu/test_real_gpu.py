@@ -55,16 +55,70 @@ def test_idle_power_is_plausible(meter) -> None:
     assert d["driver_version"] and d["gpus"]["0"]["name"]
 
 
+def test_counter_probe_under_load(meter) -> None:
+    runner = InferenceRunner(meter, gpus=(0,))
+    probe = meter.probe_counter(runner.counter_load(), 2.0)
+    assert probe is not None, "the GPU has no energy counter (pre-Volta): nothing to probe"
+    assert 0.001 < probe.period_s < 1.0 and probe.updates[0] >= 4
+    assert 0 < probe.increment_j[0] < 2000.0 * probe.period_s  # at most 2 kW between updates
+
+
 def test_runner_measures_a_small_model_end_to_end(meter) -> None:
+    """A prefill of a few milliseconds: amortised over k passes, no repeat at 0 J, a bound under 2%."""
     arch = get_model("llama3.1-8b").with_overrides(**SMALL)
-    runner = InferenceRunner(meter, gpus=(0,), repeats=2, warmup=1)
+    runner = InferenceRunner(meter, gpus=(0,), repeats=3, warmup=1)
+    if meter.counter_probe is None and meter.method == "nvml_energy":
+        meter.probe_counter(runner.counter_load(), 2.0)
     result = runner.run(arch, Request(batch_size=8, prompt_tokens=512, generated_tokens=64, weight_dtype="fp16"))
     runner.release()
     assert result.decode is not None and result.decode_steps == 63 and result.tokens_generated == 64
-    assert result.prefill.energy_j > 0 and result.decode.energy_j > 0
-    assert result.prefill.latency_s > 0 and result.decode.latency_s > result.prefill.latency_s / 100
-    assert result.weights == "random" and result.model_type == "llama"
+    pre, dec = result.prefill, result.decode
+    assert min(pre.energy_per_repeat_j) > 0 and min(dec.energy_per_repeat_j) > 0
+    assert pre.window_method == "amortised" and pre.window_passes > 1 and pre.window_s >= 1.0
+    assert pre.energy_std_j / pre.energy_j < 0.10
+    if pre.quantisation_bound is not None:
+        assert pre.quantisation_bound <= 0.02 and dec.quantisation_bound is not None
+    assert pre.latency_s > 0 and dec.latency_s > pre.latency_s / 100
+    assert result.weights == "random" and result.model_type == "llama" and result.engine == "hf"
+    assert result.attention == "sdpa" and result.power_limit_w is not None and result.power_limit_w > 0
     assert runner.environment()["software"]["cuda"]
+
+
+def test_static_decode_with_cuda_graphs(meter) -> None:
+    arch = get_model("llama3.1-8b").with_overrides(**SMALL)
+    runner = InferenceRunner(meter, gpus=(0,), repeats=2, warmup=2, decode_mode="static")
+    result = runner.run(arch, Request(batch_size=4, prompt_tokens=256, generated_tokens=64, weight_dtype="bf16"))
+    runner.release()
+    assert result.engine == "hf-static" and result.decode is not None
+    assert min(result.decode.energy_per_repeat_j) > 0 and min(result.prefill.energy_per_repeat_j) > 0
+
+
+def test_power_sampling_agrees_with_the_counter() -> None:
+    """The fallback (integrated power samples) against the energy counter over the same 8 s of matmuls."""
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    with EnergyMeter([0], method="nvml_energy") as counter, EnergyMeter([0], method="nvml_power", power_interval_s=0.01) as power:
+        if counter.method != "nvml_energy":
+            pytest.skip("no energy counter to compare with")
+        for _ in range(20):  # warm up clocks and power
+            a @ a
+        torch.cuda.synchronize()
+        counter.begin_window("load")
+        power.begin_window("load")
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
+        while True:
+            for _ in range(50):
+                a @ a
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            end.synchronize()
+            if start.elapsed_time(end) > 8000.0:
+                break
+        by_power = power.end_window("load")
+        by_counter = counter.end_window("load")
+    assert by_counter.energy_j[0] > 0 and by_power.energy_j[0] > 0
+    ratio = by_power.energy_j[0] / by_counter.energy_j[0]
+    assert 0.85 < ratio < 1.15, f"power sampling {by_power.energy_j[0]:.0f} J vs counter {by_counter.energy_j[0]:.0f} J"
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
@@ -96,4 +150,7 @@ def test_sweep_end_to_end(tmp_path: Path) -> None:
     assert (summary["measured"], summary["failed"]) == (2, 0), summary
     table, report = read_table(out)
     assert report.bad_rows == 0 and list(table["phase"]) == ["prefill", "decode", "prefill"]
-    assert (table["energy_j"] > 0).all()
+    assert (table["energy_j"] > 0).all() and set(table["engine"]) == {"hf"}
+    assert table["window_method"].notna().all() and (table["window_s"] >= 1.0).all()
+    log = [line for line in out.with_name("gpu.runs.jsonl").read_text().splitlines() if line]
+    assert '"counter_probe"' in log[0]

@@ -5,9 +5,14 @@ docstrings say what a source row means and every judgement made on it. The share
 (:mod:`.base`): malformed input raises `InvalidInputError` with file and line and returns
 nothing; rows removed on purpose are counted per reason (``dropped``); rows kept with a known
 problem are marked in ``flag`` and counted (``flagged``); the table is validated with
-``on_error="raise"``. Devices and models not in the catalogs are dropped and counted under
-``"device not in catalog: <name>"`` / ``"model not in catalog: <name>"`` (never an error: the
-public files hold many models the catalog does not describe).
+``on_error="raise"``. Device and model names resolve through the catalogs (ids, aliases, the name
+without vendor words or a trailing "GPU", close matches that keep every numbered word; see
+:func:`.base.gpu_id` / :func:`.base.model_id`); names the catalogs do not have are dropped and
+counted under ``"device not in catalog: <name>"`` / ``"model not in catalog: <name>"`` (never an
+error: the public files hold many models the catalog does not describe). Every importer sets
+``engine`` to a catalog id (:func:`llmco2.specs.engines.engine_id`). :func:`import_all` refuses,
+with a reason, what is not data (documentation, scripts, script results, sweep configurations,
+failure logs, the Azure traces).
 
 >>> result = import_file("co2meter", "shared/data/co2meter/train_trace.csv")  # doctest: +SKIP
 >>> table, results, refused = import_all(Path("shared/data"))                   # doctest: +SKIP
@@ -26,6 +31,7 @@ from llmco2.data.importers.base import ImportResult, check_file
 from llmco2.data.importers.canonical import import_canonical
 from llmco2.data.importers.co2meter import import_co2meter
 from llmco2.data.importers.delavande import import_delavande
+from llmco2.data.importers.h100_hf import import_h100_hf
 from llmco2.data.importers.mlenergy_v2 import import_mlenergy_v2
 from llmco2.data.importers.mlenergy_v3 import import_mlenergy_v3
 from llmco2.data.importers.splitwise import import_splitwise
@@ -45,6 +51,7 @@ IMPORTERS: dict[str, Callable[[Path], ImportResult]] = {
     "delavande": import_delavande,
     "tokenpowerbench": import_tokenpowerbench,
     "splitwise": import_splitwise,
+    "h100_hf": import_h100_hf,
     "canonical": import_canonical,
 }
 
@@ -53,6 +60,13 @@ _REFUSE = (
     (re.compile(r"(^|/)azure/"), "Azure LLM inference trace: requests without energy (a workload prior; read it with "
                                  "llmco2.data.azure)"),
     (re.compile(r"\.md$", re.I), "documentation, not data"),
+    (re.compile(r"\.failed\.csv$", re.I), "failure log of a measurement sweep (key, reason, time): configurations without energy"),
+    (re.compile(r"(^|/)configs?[^/]*\.csv$", re.I), "sweep configurations: requests without energy"),
+    (re.compile(r"\.runs\.jsonl$", re.I), "run log of a measurement sweep (its rows are in the .csv beside it)"),
+    (re.compile(r"\.py$", re.I), "script, not data"),
+    (re.compile(r"\.json$", re.I), "JSON results of a script, not a table an importer reads"),
+    (re.compile(r"\.(txt|log)$", re.I), "notes (text), not data"),
+    (re.compile(r"\.(png|pdf|svg)$", re.I), "figure, not data"),
 )
 _FORMATS = (
     (re.compile(r"(^|/)co2meter/[^/]+\.csv$", re.I), "co2meter"),
@@ -63,6 +77,8 @@ _FORMATS = (
     (re.compile(r"(^|/)delavande[^/]*\.csv$", re.I), "delavande"),
     (re.compile(r"(^|/)tokenpowerbench[^/]*\.csv$", re.I), "tokenpowerbench"),
     (re.compile(r"(^|/)splitwise[^/]*\.csv$", re.I), "splitwise"),
+    (re.compile(r"(^|/)h100_hf[^/]*\.csv$", re.I), "h100_hf"),
+    (re.compile(r"(^|/)measurements/[^/]+\.(csv|parquet)$", re.I), "canonical"),
 )
 
 
@@ -85,7 +101,21 @@ def detect_format(path: Path, root: Path | None = None) -> tuple[str | None, str
             return fmt, ""
     if path.name.startswith("."):
         return None, "hidden file"
+    if path.suffix.lower() == ".csv" and _has_canonical_header(path):
+        return "canonical", ""
     return None, "no importer recognises this file name"
+
+
+def _has_canonical_header(path: Path) -> bool:
+    """Whether a CSV file starts with the canonical table's first columns (``llmco2 measure`` output)."""
+    from llmco2.data.schema import COLUMN_NAMES
+
+    try:
+        with path.open(encoding="utf-8-sig") as fh:
+            first = fh.readline()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return [c.strip() for c in first.split(",")[:3]] == list(COLUMN_NAMES[:3])
 
 
 def import_all(data_dir: Path) -> tuple[pd.DataFrame, list[ImportResult], list[tuple[Path, str]]]:

@@ -14,8 +14,13 @@ energy of the whole batch), measurement ``power_x_latency``.
   about 190-240 W higher than the same configurations in later files (the node's idle GPUs
   appear to be included): kept, flagged ``power_includes_idle_gpus``. The Gaudi2 one-device rows
   of that commit (711-866 W, above the 600 W TDP of one Gaudi2) are of the same kind.
-* Devices: the A100s are ALCF Polaris nodes (A100-SXM4 40 GB); the H100 draws up to 600 W per
-  device, so it is the SXM part; Gaudi2 is ``gaudi2``.
+* Devices resolve through the GPU catalog (ids, aliases, close matches: ``Nvidia H100 GPU`` ->
+  ``h100-sxm``, ``Nvidia GH200 GPU`` -> ``gh200``, ``Habana Gaudi2`` -> ``gaudi2``), except the
+  A100, whose generic name the catalog reads as the 80 GB part: the Argonne A100s are ALCF
+  Polaris nodes (A100-SXM4 40 GB), so ``Nvidia A100 GPU`` -> ``a100-40gb`` (:data:`DEVICES`).
+  Names the catalog does not know are dropped and counted.
+* ``engine`` is the framework's catalog id (:func:`~llmco2.specs.engines.engine_id`): vLLM ->
+  ``vllm``, TensorRT-LLM -> ``tensorrt-llm``, DeepSpeed and DeepSpeed-MII -> ``deepspeed``.
 * Multi-device runs use tensor parallelism (vLLM ``tensor_parallel_size``, TensorRT-LLM
   ``tp_size``, DeepSpeed tensor slicing): ``tensor_parallel = num_devices``.
 * Models the catalog does not have (DeciLM-7B, Aquila-7B) are dropped and counted.
@@ -39,12 +44,12 @@ from llmco2.data.importers.base import (
     resolve_ids,
     text,
 )
+from llmco2.specs.engines import engine_id
 
 FORMAT = "argonne"
 REQUIRED = ("source", "hardware", "num_devices", "framework", "model", "input_len", "output_len", "batch_size", "latency_s",
             "avg_power_W", "power_unit_in_file", "energy_J_est")
-DEVICES = {"Nvidia A100 GPU": "a100-40gb", "Nvidia H100 GPU": "h100-sxm", "Habana Gaudi2": "gaudi2"}
-ENGINES = {"vllm": "vllm", "tensorrt-llm": "tensorrt-llm", "deepspeed": "deepspeed", "deepspeed-mii": "deepspeed-mii"}
+DEVICES = {"Nvidia A100 GPU": "a100-40gb"}  # Polaris: A100-SXM4 40 GB (the catalog's generic "a100" is the 80 GB part)
 POWER_UNITS = ("W", "mW", "kW")
 WATTS_PER_DEVICE = (10.0, 2000.0)
 SUPERSEDED_COMMIT = "943daf64"
@@ -77,7 +82,7 @@ def import_argonne(path: Path) -> ImportResult:
     commit = text(src, "source").str.split().str[0]
     rows.flag((commit == SUPERSEDED_COMMIT).to_numpy() & (unit == "W").to_numpy() & (num["num_devices"] == 1), IDLE_FLAG)
 
-    framework = text(src, "framework").str.lower()
+    framework = text(src, "framework")
     arch = arch_columns(models.where(rows.keep))
     raw = pd.DataFrame({
         "source_row": src.lines,
@@ -85,7 +90,7 @@ def import_argonne(path: Path) -> ImportResult:
         "num_devices": num["num_devices"],
         "tensor_parallel": num["num_devices"],
         "pipeline_parallel": 1,
-        "engine": framework.map(lambda f: ENGINES.get(f, f)),
+        "engine": framework.map(engine_id),
         "model": models,
         **{c: arch[c] for c in ARCH_FIELDS},
         "kv_cache": True,  # vLLM, TensorRT-LLM and DeepSpeed(-MII) all decode with a KV cache

@@ -15,7 +15,8 @@ generation of ``generated_tokens`` tokens minus the prefill run of the same prom
   field is checked against the catalog; a disagreement raises with file and line, except the
   known erratum in :data:`ERRATA`.
 * The repository does not say how power was read (Jetson INA3221 rails via jtop, the RK3588's
-  PMIC...), so ``measurement`` is the generic ``device_power_sensor`` and ``engine`` is null.
+  PMIC...), so ``measurement`` is the generic ``device_power_sensor``; ``engine`` is ``edge`` (the
+  vendors' edge runtimes, one request at a time).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from llmco2.data.importers.base import (
     resolve_ids,
     text,
 )
+from llmco2.specs.engines import engine_id
 
 FORMAT = "co2meter"
 COLUMNS = ("is_code", "is_conv", "is_prefill", "is_decode", "device", "num_devices", "model", "bits", "activation", "hidden_size",
@@ -101,6 +103,7 @@ def import_co2meter(path: Path) -> ImportResult:
         "num_devices": num["num_devices"],
         "tensor_parallel": 1,
         "pipeline_parallel": 1,
+        "engine": engine_id("edge"),
         "model": models,
         **{c: arch[c] for c in ARCH_FIELDS},
         "weight_bits": num["bits"],

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from llmco2.data.importers.base import ARCH_FIELDS, ImportResult, Rows, arch_columns, finish, interleave, number, read_csv
+from llmco2.specs.engines import engine_id
 
 FORMAT = "delavande"
 REQUIRED = ("prompt_tokens", "response_tokens", "duration_prefill_s", "duration_decode_s", "energy_prefill_gpu_J",
@@ -53,7 +54,7 @@ def import_delavande(path: Path) -> ImportResult:
             "num_devices": 1,
             "tensor_parallel": 1,
             "pipeline_parallel": 1,
-            "engine": "hf-transformers",
+            "engine": engine_id("hf"),
             "model": MODEL,
             **{c: arch[c] for c in ARCH_FIELDS},
             "kv_cache": True,

@@ -40,6 +40,7 @@ from llmco2.data.importers.base import (
     read_csv,
     text,
 )
+from llmco2.specs.engines import engine_id
 
 FORMAT = "splitwise"
 REQUIRED = ("model", "hardware", "prompt_size", "batch_size", "token_size", "prompt_time", "token_time", "e2e_time",
@@ -77,6 +78,7 @@ def import_splitwise(path: Path) -> ImportResult:
             "num_devices": tp,
             "tensor_parallel": tp,
             "pipeline_parallel": 1,
+            "engine": engine_id(None),  # the perf model does not say which engine was profiled: "unknown"
             "model": models,
             **{c: arch[c] for c in ARCH_FIELDS},
             "kv_cache": True,

@@ -20,6 +20,10 @@ the end-of-sequence token) and approximate: the benchmark estimates tokens as 1.
 the rows are flagged ``generated_tokens_estimated``. ``latency_s`` = duration x B x DP / 1024
 (each replica runs its batches one after the other). Prompt lengths are not recorded.
 
+Engine: the ``_eager`` file ran vLLM with ``enforce_eager=True`` (no CUDA graphs) -> ``vllm-eager``; the
+``_noeager`` file ran vLLM's default CUDA-graph decode -> ``vllm`` (it is the slightly faster of the
+two at every configuration); a file name that says neither is read as vLLM's default, ``vllm``.
+
 The GPU type is not stated (H100-class: up to ~560 W per GPU): ``h100-sxm``, flagged
 ``device_assumed``. Qwen3.5-27B is not in the catalog: its rows are dropped and counted.
 """
@@ -44,6 +48,7 @@ from llmco2.data.importers.base import (
     read_csv,
     text,
 )
+from llmco2.specs.engines import engine_id
 
 FORMAT = "tokenpowerbench"
 REQUIRED = ("model_name", "workload", "config", "duration", "throughput", "mj_per_token")
@@ -55,6 +60,16 @@ TOKENS_FLAG = "generated_tokens_estimated"
 ZERO_ENERGY = "energy_j == 0"
 _WORKLOAD = re.compile(r"bs(\d+)_out(\d+)")
 _PART = re.compile(r"(TP|PP|DP)(\d+)")
+
+
+def engine_for(path: Path) -> str:
+    """Engine id of a TokenPowerBench file from its name (``..._eager.csv`` / ``..._noeager.csv``)."""
+    name = path.stem.lower()
+    if re.search(r"(^|[_-])no-?eager($|[_-])", name):
+        return engine_id("vllm")
+    if re.search(r"(^|[_-])eager($|[_-])", name):
+        return engine_id("vllm-eager")
+    return engine_id("vllm")
 
 
 def parse_config(config: str) -> tuple[int, int, int] | None:
@@ -103,7 +118,7 @@ def import_tokenpowerbench(path: Path) -> ImportResult:
         "num_devices": tp * pp * dp,
         "tensor_parallel": tp,
         "pipeline_parallel": pp,
-        "engine": "vllm",
+        "engine": engine_for(Path(path)),
         "model": models,
         **{c: arch[c] for c in ARCH_FIELDS},
         "weight_bits": 16,  # dtype auto on the bf16 checkpoints

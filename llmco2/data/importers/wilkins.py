@@ -41,6 +41,7 @@ from llmco2.data.importers.base import (
     resolve_ids,
     text,
 )
+from llmco2.specs.engines import engine_id
 
 FORMAT = "wilkins"
 REQUIRED = ("model", "system", "gpu", "num_gpus", "input_tokens", "max_new_tokens", "runtime_s", "gpu_energy_J", "phase_tag")
@@ -81,7 +82,7 @@ def import_wilkins(path: Path) -> ImportResult:
         "num_devices": gpus,
         "tensor_parallel": 1,
         "pipeline_parallel": gpus,
-        "engine": "hf-transformers",
+        "engine": engine_id("hf"),
         "model": models,
         **{c: arch[c] for c in ARCH_FIELDS},
         "weight_bits": 16,
