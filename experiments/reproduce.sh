@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate every results table of the README on the real data in ../shared/data (CPU, ~30 min on
+# Regenerate every results table of the README on the real data in ../shared/data (CPU, ~1 h on
 # 2 cores): paper Table 3/4 layout on CO2-Meter, Table 5 ablations, transfer to unseen devices and
 # models. Then summarise the run folders into experiments/results.md and parity plots.
 #   bash experiments/reproduce.sh [OUT_DIR]      (default outputs/experiments)
@@ -10,4 +10,12 @@ PY=${PYTHON:-.venv/bin/python}
 for exp in table3_co2meter table5_ablations transfer_device transfer_model transfer_datacenter; do
   "$PY" -m llmco2.models.experiment +experiment=$exp hydra.sweep.dir="$OUT/$exp" hydra.sweep.subdir='${name}'
 done
+# Data-centre accuracy: leave one device out (before/after/baselines), leave one engine out, interval
+# coverage on a random split; then the shipped checkpoint with out-of-domain intervals calibrated
+# on the held-out devices' residuals.
+for exp in lodo_datacenter leave_engine_out; do
+  "$PY" -m llmco2.models.experiment +experiment=$exp hydra.sweep.dir="${OUT}_datacentre/$exp" hydra.sweep.subdir='${name}'
+done
+"$PY" -m llmco2.models.experiment +experiment=random_coverage hydra.run.dir="${OUT}_datacentre/random_coverage"
+"$PY" experiments/summarize_datacentre.py "${OUT}_datacentre" --markdown experiments/results_datacentre.md
 "$PY" experiments/summarize.py "$OUT" --markdown experiments/results.md --plots experiments/figures

@@ -72,6 +72,10 @@ def test_short_training_run_learns_and_round_trips(tmp_path) -> None:
     again = GNNPredictor.load(path)
     assert np.allclose(again.predict_rows(val), pred)
     assert again.domain["models"] == ["qwen2-0.5b", "qwen2-1.5b", "tinyllama-1.1b"]
+    full = again.predict(val)  # energy, latency and a calibrated interval per phase, from the saved head
+    assert np.allclose(full.energy_j, model.predict(val).energy_j)
+    assert np.all(full.energy_low_j <= full.energy_j) and np.all(full.energy_high_j >= full.energy_j)
+    assert again.head.intervals.rows["decode"]["all"] > 0 and not any(full.notes)
 
 
 def test_checkpoint_schema_mismatch_is_refused(tmp_path) -> None:
@@ -127,18 +131,20 @@ def test_predictions_stay_in_the_clamped_ratio_range(a100) -> None:
     """Far outside the training data (another GPU, 8 GPUs, batch 64) the energy stays within the
     clamped ratio to the physics prior instead of exploding."""
     from llmco2.models.dataset import from_items
-    from llmco2.models.targets import physics_prior_j
+    from llmco2.models.physics import idle_power_w
     from llmco2.specs import Request, get_model
 
     data = energy_data(synthetic_table(40))
     model = GNNPredictor(TrainConfig(hidden=16, max_epochs=3))
     model.fit(data)
     far = from_items([(get_model("qwen2-7b"), Request(batch_size=64, prompt_tokens=4000, generated_tokens=500, num_gpus=4), a100)])
-    pred = model.predict_phases(far)
-    prior = physics_prior_j(*far.analysis())
+    out = model.predict(far)
+    pred = out.energy_j
+    prior = model.head.prior(far.items, *far.analysis())[0]
     t = model.target
     assert np.all(np.isfinite(pred))
     bounds_hi = np.exp(t.hi * t.std + t.mean) * prior
+    assert np.all(pred / out.latency_s >= 4 * idle_power_w(a100) * (1 - 1e-9))
     bounds_lo = np.exp(t.lo * t.std + t.mean) * prior
     assert np.all(pred <= bounds_hi * (1 + 1e-9)) and np.all(pred >= bounds_lo * (1 - 1e-9))
 

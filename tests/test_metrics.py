@@ -31,3 +31,13 @@ def test_grouped_scores() -> None:
 def test_no_valid_rows() -> None:
     s = scores([1.0], [0.0])
     assert s["n"] == 0 and s["mape"] is None
+
+
+def test_interval_coverage_counts_measurements_inside_the_bounds() -> None:
+    from llmco2.models.metrics import coverage
+
+    out = coverage([1.0, 1.0, 2.0, 1.0, 1.0], [3.0, 3.0, 4.0, 2.0, 2.0], [2.0, 3.0, 1.0, 5.0, 0.0])
+    assert out["n"] == 4  # the zero measurement is left out
+    assert out["coverage"] == 0.5 and out["below"] == 0.25 and out["above"] == 0.25
+    assert out["median_width"] == 2.5
+    assert coverage([], [], [])["coverage"] is None

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic import kernels as K
 from llmco2.analytic.roofline import BOUNDS, RooflinePoint, roofline_point
+from llmco2.specs.engines import UNKNOWN_ENGINE, engine_id, engine_ids
 from llmco2.specs.gpus import GPU
 from llmco2.specs.models import ModelArch
 from llmco2.specs.requests import Request, validate_request
@@ -60,6 +61,7 @@ KERNELS: tuple[KernelSpec, ...] = (
 KERNEL_NAMES: tuple[str, ...] = tuple(k.name for k in KERNELS)
 KERNEL_KINDS: tuple[str, ...] = ("norm", "linear", "attention", "matmul", "softmax", "add", "router", "activation", "all_reduce")
 _SPEC = {k.name: k for k in KERNELS}
+_ENGINE_INDEX = {e: i for i, e in enumerate(engine_ids())}
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class LayerBatch:
     num_gpus: Array
     mem_capacity_bytes: Array
     tdp_w: Array
+    engine: Array  # index of the request's serving engine in llmco2.specs.engine_ids()
 
     def __len__(self) -> int:
         return int(self.batch.shape[0])
@@ -109,30 +112,97 @@ class LayerBatch:
 
     @classmethod
     def from_items(cls, items: Iterable[tuple[ModelArch, Request, GPU]], validate: bool = True) -> LayerBatch:
-        """Stack (arch, request, gpu) triples; ``validate`` checks each with `validate_request`."""
-        cols: dict[str, list[Any]] = {f.name: [] for f in fields(cls)}
+        """Stack (arch, request, gpu) triples; ``validate`` checks each with `validate_request`.
+
+        One pass collects each row's counts and the codes of its architecture, GPU and request
+        kind (dtypes, flags, engine); :meth:`from_parts` computes the rest once per distinct value.
+        """
+        archs: dict[int, int] = {}
+        gpus: dict[int, int] = {}
+        kinds: dict[tuple, int] = {}
+        arch_list: list[ModelArch] = []
+        gpu_list: list[GPU] = []
+        kind_list: list[Request] = []
+        codes: tuple[list[int], list[int], list[int]] = ([], [], [])
+        counts: dict[str, list[int]] = {f: [] for f in ROW_COUNTS}
         for arch, req, gpu in items:
             if validate:
                 validate_request(req, arch, gpu)
-            row = {
-                "batch": req.batch_size, "prompt": req.prompt_tokens, "generated": req.generated_tokens,
-                "tp": req.tensor_parallel, "hidden": arch.hidden_size, "intermediate": arch.intermediate_size,
-                "heads": arch.num_heads, "kv_heads": arch.num_kv_heads, "head_dim": arch.head_dim,
-                "vocab": arch.vocab_size, "layers": arch.num_layers, "experts": arch.num_experts,
-                "experts_per_token": arch.experts_per_token, "shared_experts": arch.num_shared_experts,
-                "gated": arch.mlp_gated, "layernorm": arch.norm_type == "layernorm",
-                "parallel_attention": arch.parallel_attention, "flash": req.flash_attention, "causal": req.causal,
-                "w_bytes": req.weight_bytes, "a_bytes": req.activation_bytes, "kv_bytes": req.kv_bytes,
-                "peak_ops_per_s": gpu.peak_ops_per_s(req.compute_dtype),  # type: ignore[arg-type]
-                "mem_bw_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
-                "net_bw_bytes_per_s": gpu.interconnect_bytes_per_s,
-                "params": arch.param_count(), "num_gpus": req.num_gpus, "mem_capacity_bytes": gpu.memory_bytes,
-                "tdp_w": gpu.tdp_w,
-            }
-            for key, value in row.items():
-                cols[key].append(value)
+            for table, lst, key, obj, out in ((archs, arch_list, id(arch), arch, codes[0]), (gpus, gpu_list, id(gpu), gpu, codes[1]),
+                                              (kinds, kind_list, request_kind_key(req), req, codes[2])):
+                c = table.get(key)
+                if c is None:
+                    c = table[key] = len(lst)
+                    lst.append(obj)
+                out.append(c)
+            for f, attr in ROW_COUNTS.items():
+                counts[f].append(getattr(req, attr))
+        arrays = [np.asarray(c, dtype=np.int64) for c in codes]
+        return cls.from_parts(arch_list, arrays[0], gpu_list, arrays[1], kind_list, arrays[2],
+                              {f: np.asarray(v, dtype=np.float64) for f, v in counts.items()})
+
+    @classmethod
+    def from_parts(cls, archs: Sequence[ModelArch], arch_code: NDArray[np.int64], gpus: Sequence[GPU], gpu_code: NDArray[np.int64],
+                   kinds: Sequence[Request], kind_code: NDArray[np.int64], counts: dict[str, NDArray[np.float64]]) -> LayerBatch:
+        """The batch of rows given as codes into distinct architectures, GPUs and request kinds
+        (requests whose dtypes, flags and engine are the row's; their counts are not used) plus
+        the per-row ``counts`` (keys of :data:`ROW_COUNTS`). No per-row Python."""
+        pair = gpu_code * max(len(kinds), 1) + kind_code
+        pairs, pair_code = np.unique(pair, return_inverse=True)
+        tables = (([_arch_fields(a) for a in archs], arch_code), ([_kind_fields(k) for k in kinds], kind_code),
+                  ([_device_fields(gpus[int(p) // max(len(kinds), 1)], kinds[int(p) % max(len(kinds), 1)]) for p in pairs],
+                   pair_code.reshape(-1)))
         bools = {"gated", "layernorm", "parallel_attention", "flash", "causal"}
-        return cls(**{k: np.asarray(v, dtype=bool if k in bools else np.float64) for k, v in cols.items()})
+        cols: dict[str, NDArray[Any]] = {f: np.asarray(v, dtype=np.float64) for f, v in counts.items()}
+        for rows, code in tables:
+            for name in (rows[0] if rows else {}):
+                cols[name] = np.asarray([r[name] for r in rows], dtype=bool if name in bools else np.float64)[code]
+        if not len(arch_code):
+            cols.update({f.name: np.zeros(0, dtype=bool if f.name in bools else np.float64) for f in fields(cls)})
+        return cls(**cols)
+
+
+#: LayerBatch fields that are a request's own counts (attribute of `Request`); every other field
+#: depends only on the architecture, the GPU and the request's dtypes, flags and engine.
+ROW_COUNTS: dict[str, str] = {"batch": "batch_size", "prompt": "prompt_tokens", "generated": "generated_tokens",
+                              "tp": "tensor_parallel", "num_gpus": "num_gpus"}
+
+
+def request_kind_key(req: Request) -> tuple:
+    """What of a request, besides its counts, the LayerBatch depends on."""
+    return (req.weight_dtype, req.activation_dtype, req.kv_dtype, req.compute_dtype, req.flash_attention, req.causal,
+            req.engine)
+
+
+def _arch_fields(arch: ModelArch) -> dict[str, Any]:
+    """LayerBatch fields of an architecture."""
+    return {
+        "hidden": arch.hidden_size, "intermediate": arch.intermediate_size,
+        "heads": arch.num_heads, "kv_heads": arch.num_kv_heads, "head_dim": arch.head_dim,
+        "vocab": arch.vocab_size, "layers": arch.num_layers, "experts": arch.num_experts,
+        "experts_per_token": arch.experts_per_token, "shared_experts": arch.num_shared_experts,
+        "gated": arch.mlp_gated, "layernorm": arch.norm_type == "layernorm",
+        "parallel_attention": arch.parallel_attention, "params": arch.param_count(),
+    }
+
+
+def _kind_fields(req: Request) -> dict[str, Any]:
+    """LayerBatch fields of a request's dtypes, attention flags and engine."""
+    return {
+        "flash": req.flash_attention, "causal": req.causal,
+        "w_bytes": req.weight_bytes, "a_bytes": req.activation_bytes, "kv_bytes": req.kv_bytes,
+        "engine": _ENGINE_INDEX.get(engine_id(req.engine), _ENGINE_INDEX[UNKNOWN_ENGINE]),
+    }
+
+
+def _device_fields(gpu: GPU, req: Request) -> dict[str, Any]:
+    """LayerBatch fields of a GPU running a request's compute dtype."""
+    return {
+        "peak_ops_per_s": gpu.peak_ops_per_s(req.compute_dtype),  # type: ignore[arg-type]
+        "mem_bw_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
+        "net_bw_bytes_per_s": gpu.interconnect_bytes_per_s,
+        "mem_capacity_bytes": gpu.memory_bytes, "tdp_w": gpu.tdp_w,
+    }
 
 
 def present_kernels(batch: LayerBatch) -> dict[str, NDArray[np.bool_]]:

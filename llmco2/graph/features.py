@@ -4,7 +4,9 @@ One graph per request: the layer DAG's kernels are the nodes, data dependencies 
 node carries a kernel-type one-hot and **two feature sets, prefill and decode**: operations,
 memory bytes (weights, activations, KV cache), network bytes, roofline performance (paper Eq 8)
 and two roofline-derived features (time at the roofline, bound type). Global features describe
-the architecture, the request, the hardware and the phase totals.
+the architecture, the request, the hardware, the phase totals and the serving engine (a one-hot
+over the engine catalog, ``unknown`` included, so that an engine the data never showed degrades to
+the median behaviour rather than failing).
 
 Raw features are already log-scaled (``log1p`` of counts, bytes, seconds x 1e6); standardisation
 is fitted on training data by :class:`llmco2.graph.scaling.FeatureScaler`. The feature schema has
@@ -20,9 +22,13 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import KERNEL_NAMES, KERNELS, PHASES, LayerAnalysis, layer_edges
 from llmco2.analytic.model import ModelTotals
+from llmco2.specs.engines import engine_ids
+
+#: Levels of the categorical serving-engine feature (catalog order, ``unknown`` included).
+ENGINE_LEVELS: tuple[str, ...] = tuple(engine_ids())
 
 #: Bump whenever a feature is added, removed, reordered or computed differently.
-FEATURE_SCHEMA_VERSION = 1
+FEATURE_SCHEMA_VERSION = 2  # 2: serving-engine one-hot globals
 
 PHASE_FEATURES: tuple[str, ...] = (
     "log_ops", "log_mem_bytes", "log_weight_bytes", "log_act_bytes", "log_kv_bytes", "log_net_bytes",
@@ -39,6 +45,7 @@ GLOBAL_FEATURES: tuple[str, ...] = (
     "log_batch", "log_prompt", "log_generated", "log_decode_steps", "log_num_gpus", "log_tp",
     "log_peak_ops_per_s", "log_mem_bw", "log_net_bw", "log_tdp_w", "log_mem_capacity",
     *(f"{p}_log_{q}" for p in PHASES for q in ("ops", "mem_bytes", "net_bytes", "time_us")),
+    *(f"engine_{e}" for e in ENGINE_LEVELS),
 )
 #: Which global features carry phase totals, per phase (for models that use one phase at a time).
 _INTENSITY_CAP = 1e9
@@ -94,6 +101,7 @@ def global_feature_matrix(analysis: LayerAnalysis, totals: ModelTotals) -> NDArr
     for phase in PHASES:
         t = totals.totals[phase]
         cols += [_log(t["ops"]), _log(t["mem_bytes"]), _log(t["net_bytes"]), _log(t["time_s"] * 1e6)]
+    cols += [(b.engine == i).astype(np.float64) for i in range(len(ENGINE_LEVELS))]
     return np.stack(cols, axis=1)
 
 
@@ -109,7 +117,9 @@ def build_graph_arrays(analysis: LayerAnalysis, totals: ModelTotals) -> GraphArr
     x = np.zeros((num_nodes, len(NODE_FEATURES)), dtype=np.float32)
     batch = np.repeat(np.arange(n, dtype=np.int64), counts)
     edge_chunks: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
-    patterns, inverse = np.unique(present, axis=0, return_inverse=True)
+    bits = present.astype(np.int64) @ (np.int64(1) << np.arange(present.shape[1], dtype=np.int64))  # one code per variant
+    _, first, inverse = np.unique(bits, return_index=True, return_inverse=True)
+    patterns = present[first]
     n_kernels, n_phase = len(KERNEL_NAMES), len(PHASE_FEATURES)
     for pid, pattern in enumerate(patterns):
         reqs = np.flatnonzero(inverse.reshape(-1) == pid)

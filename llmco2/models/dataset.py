@@ -19,13 +19,13 @@ from llmco2.analytic.layer import LayerAnalysis, LayerBatch, analyze_layers
 from llmco2.analytic.model import ModelTotals, model_totals
 from llmco2.errors import InvalidInputError
 from llmco2.graph.features import GraphArrays, build_graph_arrays
-from llmco2.specs import GPU, ModelArch, Request, get_gpu, get_model
+from llmco2.specs import GPU, ModelArch, Request, engine_id, get_gpu, get_model
 
 log = logging.getLogger(__name__)
 
 PHASE_INDEX = {"prefill": 0, "decode": 1, "total": 2}
 BITS_TO_DTYPE = {32: "fp32", 16: "fp16", 8: "int8", 4: "int4"}
-CONFIG_COLUMNS = ("model", "device", "num_devices", "tensor_parallel", "batch_size", "prompt_tokens", "generated_tokens",
+CONFIG_COLUMNS = ("model", "device", "engine", "num_devices", "tensor_parallel", "batch_size", "prompt_tokens", "generated_tokens",
                   "weight_bits", "kv_bits", "flash_attention", "hidden_size", "intermediate_size", "num_layers", "num_heads",
                   "num_kv_heads")
 ARCH_OVERRIDES = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads")
@@ -121,7 +121,8 @@ def _row_item(row: pd.Series, models: dict, gpus: dict) -> tuple[ModelArch, Requ
                       tensor_parallel=tp if tp else None if n == 1 else n,
                       weight_dtype=BITS_TO_DTYPE.get(bits, "fp16"),
                       kv_dtype=BITS_TO_DTYPE.get(kv_bits, None) if kv_bits in (8, 16, 32) else None,
-                      flash_attention=bool(row.get("flash_attention")) if pd.notna(row.get("flash_attention")) else True)
+                      flash_attention=bool(row.get("flash_attention")) if pd.notna(row.get("flash_attention")) else True,
+                      engine=engine_id(row.get("engine") if pd.notna(row.get("engine")) else None))
         if not gpu.supports(req.compute_dtype):  # e.g. 16-bit on an INT8-only NPU: the measured kernels ran at its INT8 rate
             alt = "int8" if gpu.supports("int8") else next(iter(gpu.peak_dense_tops))
             req = req.replace(compute_dtype=alt)

@@ -23,7 +23,7 @@ from llmco2.data.schema import concat_tables
 from llmco2.data.splits import Split, co2meter_trace_vs_uniform, leave_one_out, random_split
 from llmco2.errors import InvalidInputError
 from llmco2.models.dataset import EnergyData, energy_data
-from llmco2.models.metrics import grouped_scores, scores
+from llmco2.models.metrics import coverage, grouped_scores, scores
 
 log = logging.getLogger(__name__)
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -46,14 +46,20 @@ _register_resolvers()
 
 
 #: Flags that mark a row's energy as unreliable (see the importers).
-UNRELIABLE_FLAGS = ("power_includes_idle_gpus", "power_exceeds_tdp", "repeat_outlier", "device_assumed")
+UNRELIABLE_FLAGS = ("power_includes_idle_gpus", "power_exceeds_tdp", "repeat_outlier", "device_assumed", "counter_quantised")
+#: An NVML energy-counter window shorter than this (s) reads 0 J or one whole counter increment
+#: (``../shared/data/h100_hf/README.md``: 17-180 ms prefill windows on an H100), so its energy is unusable.
+MIN_NVML_WINDOW_S = 0.2
+#: Repeats whose standard deviation exceeds their mean: one repeat read 0 J (a quantised counter).
+MAX_REPEAT_CV = 1.0
 
 
 def usable_rows(table: pd.DataFrame, exclude_flags: tuple[str, ...] = UNRELIABLE_FLAGS,
                 exclude_sources: dict[str, str] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
     """Rows to learn energy from and what was left out (reason -> rows): sources in
-    ``exclude_sources`` (name -> reason), rows carrying an ``exclude_flags`` flag, steady-state
-    averages (no prompt lengths)."""
+    ``exclude_sources`` (name -> reason), rows carrying an ``exclude_flags`` flag (by default
+    :data:`UNRELIABLE_FLAGS`, ``counter_quantised`` included), energy-counter readings over windows
+    too short for the counter or with a 0 J repeat, steady-state averages (no prompt lengths)."""
     left: dict[str, int] = {}
     keep = np.ones(len(table), dtype=bool)
     for source, reason in (exclude_sources or {}).items():
@@ -66,23 +72,48 @@ def usable_rows(table: pd.DataFrame, exclude_flags: tuple[str, ...] = UNRELIABLE
         if (mask & keep).any():
             left[f"flag {flag}"] = int((mask & keep).sum())
         keep &= ~mask
+    left.update(_quantised(table, keep))
+    keep &= ~_quantised_mask(table)
     steady = (table["level"] == "steady_state").to_numpy()
     left["steady-state averages (no prompt lengths)"] = int((steady & keep).sum())
     keep &= ~steady
     return table[keep].reset_index(drop=True), {k: v for k, v in left.items() if v}
 
 
+def _quantised_mask(table: pd.DataFrame) -> np.ndarray:
+    """Rows whose energy counter was read over too short a window, or whose repeats include a 0 J
+    reading (``energy_std_j > energy_j``)."""
+    def col(name: str) -> pd.Series:
+        return pd.to_numeric(table[name], errors="coerce") if name in table.columns else pd.Series(np.nan, index=table.index)
+
+    nvml = table["measurement"].astype("string").fillna("").str.startswith("nvml").to_numpy(dtype=bool) \
+        if "measurement" in table.columns else np.zeros(len(table), dtype=bool)
+    short = nvml & (col("latency_s") < MIN_NVML_WINDOW_S).fillna(False).to_numpy(dtype=bool)
+    zero_repeat = (col("energy_std_j") > MAX_REPEAT_CV * col("energy_j")).fillna(False).to_numpy(dtype=bool)
+    return short | zero_repeat
+
+
+def _quantised(table: pd.DataFrame, keep: np.ndarray) -> dict[str, int]:
+    n = int((_quantised_mask(table) & keep).sum())
+    return {f"energy counter read over < {MIN_NVML_WINDOW_S} s or a 0 J repeat (quantised)": n} if n else {}
+
+
 def load_rows(sources: list[dict[str, Any]], exclude_flags: list[str] | None = None,
-              exclude_sources: dict[str, str] | None = None) -> pd.DataFrame:
+              exclude_sources: dict[str, str] | None = None, seed: int = 0) -> pd.DataFrame:
     """Import every ``{format, path}`` source into one canonical table, leaving out (and logging)
-    the rows the data config excludes."""
+    the rows the data config excludes. A source with ``max_rows`` keeps a seeded random sample of
+    that many rows (to keep an experiment's cost modest where a source has tens of thousands)."""
     from llmco2.data.importers import import_file
 
     tables = []
     for src in sources:
         result = import_file(src["format"], src["path"])
         log.info(result.summary())
-        tables.append(result.table)
+        table = result.table
+        if src.get("max_rows") and len(table) > int(src["max_rows"]):
+            table = table.sample(n=int(src["max_rows"]), random_state=seed).sort_index().reset_index(drop=True)
+            log.info("kept a random %d of the rows of %s", int(src["max_rows"]), src["path"])
+        tables.append(table)
     table = concat_tables(tables)
     if exclude_flags or exclude_sources:
         table, left = usable_rows(table, tuple(exclude_flags or ()), exclude_sources)
@@ -116,12 +147,19 @@ def make_split(table: pd.DataFrame, cfg: Any) -> Split:
 
 
 def _metrics(frame: pd.DataFrame) -> dict[str, Any]:
-    return {
+    out = {
         **scores(frame["predicted_j"], frame["energy_j"]),
         "per_phase": grouped_scores(frame, "phase"),
         "per_device": grouped_scores(frame, "device"),
         "per_family": grouped_scores(frame, "family"),
     }
+    if "engine" in frame.columns:
+        out["per_engine"] = grouped_scores(frame, "engine")
+    if "low_j" in frame.columns:
+        out["coverage"] = coverage(frame["low_j"], frame["high_j"], frame["energy_j"])
+        out["coverage_per_device"] = {str(k): coverage(g["low_j"], g["high_j"], g["energy_j"])
+                                      for k, g in frame.groupby("device", sort=True)}
+    return out
 
 
 def predictions_frame(model: Any, data: EnergyData) -> pd.DataFrame:
@@ -129,7 +167,11 @@ def predictions_frame(model: Any, data: EnergyData) -> pd.DataFrame:
     frame = data.table[["source", "source_file", "source_row", "device", "model", "batch_size", "prompt_tokens",
                         "generated_tokens", "phase", "energy_j"]].copy()
     frame["family"] = frame["model"].astype(str).map(family)
-    frame["predicted_j"] = model.predict_rows(data)
+    if hasattr(model, "predict_row_intervals"):
+        frame["predicted_j"], frame["low_j"], frame["high_j"] = model.predict_row_intervals(data)
+    else:
+        frame["predicted_j"] = model.predict_rows(data)
+    frame["engine"] = [data.items[c][1].engine for c in data.config]
     frame["ape"] = np.abs(frame["predicted_j"] - frame["energy_j"]) / frame["energy_j"]
     return frame
 
@@ -145,12 +187,13 @@ def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
     start = time.perf_counter()
     data_cfg = OmegaConf.to_container(cfg.data, resolve=True)
     assert isinstance(data_cfg, dict)
-    table = load_rows(data_cfg["sources"], data_cfg.get("exclude_flags"), data_cfg.get("exclude_sources"))
+    table = load_rows(data_cfg["sources"], data_cfg.get("exclude_flags"), data_cfg.get("exclude_sources"),
+                      int(cfg.get("seed", 0)))
     split = make_split(table, cfg.split)
     split.save(table, out)
     parts = {p: energy_data(split.frame(table, p)) for p in split.parts}
     model = instantiate(cfg.model.predictor)
-    model.fit(parts["train"], parts.get("val"))
+    model.fit(parts["train"], parts.get("val"), progress=True)
     test = parts["test"]
     frame = predictions_frame(model, test)
     frame.to_csv(out / "predictions.csv", index=False)

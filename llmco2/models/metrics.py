@@ -40,3 +40,19 @@ def scores(predicted: ArrayLike, measured: ArrayLike) -> dict[str, Any]:
 def grouped_scores(frame: pd.DataFrame, by: str, predicted: str = "predicted_j", measured: str = "energy_j") -> dict[str, Any]:
     """:func:`scores` per value of column ``by``."""
     return {str(k): scores(g[predicted], g[measured]) for k, g in frame.groupby(by, dropna=False, sort=True)}
+
+
+def coverage(low: ArrayLike, high: ArrayLike, measured: ArrayLike) -> dict[str, Any]:
+    """Empirical coverage of prediction intervals: ``{"n", "coverage", "below", "above",
+    "median_width"}`` over rows with a positive measurement and finite bounds; ``coverage`` is the
+    fraction of measurements within ``[low, high]``, ``median_width`` the median of high / low."""
+    lo, hi, m = (np.asarray(a, dtype=float) for a in (low, high, measured))
+    ok = (m > 0) & np.isfinite(m) & np.isfinite(lo) & np.isfinite(hi)
+    n = int(ok.sum())
+    if not n:
+        return {"n": 0, "coverage": None, "below": None, "above": None, "median_width": None}
+    lo, hi, m = lo[ok], hi[ok], m[ok]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        width = np.where(lo > 0, hi / lo, np.inf)
+    return {"n": n, "coverage": float(((m >= lo) & (m <= hi)).mean()), "below": float((m < lo).mean()),
+            "above": float((m > hi).mean()), "median_width": float(np.median(width))}

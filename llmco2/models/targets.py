@@ -1,7 +1,9 @@
-"""Energy targets: a physics prior per phase and the learned log-ratio to it.
+"""Energy targets: the learned log-ratio to a physics prior per phase.
 
-The prior is the energy the GPUs would draw at their TDP for the time the request takes at the
-roofline: ``E_prior = time_at_roofline x TDP x num_gpus`` (J). The regressor learns
+The prior comes from :class:`llmco2.models.physics.PhysicsPrior` (launch-overhead-aware latency x
+power between idle and the power limit); :func:`physics_prior_j` is the earlier prior, the energy
+the GPUs would draw at their TDP for the roofline time, ``time_at_roofline x TDP x num_gpus`` (J),
+kept for comparisons (``TrainConfig.prior="tdp"``). The regressor learns
 ``r = log(E / E_prior)``, standardised with a mean and standard deviation fitted on training rows
 and stored with the checkpoint. Learning a ratio to a hardware-aware prior is what lets a model
 trained on some GPUs say something sensible about a GPU it has never seen.

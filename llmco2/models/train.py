@@ -1,5 +1,9 @@
 """Training, prediction and checkpoints of the LLMCO2 GNN.
 
+The network learns the standardised log-ratio of energy to a physics prior
+(:mod:`llmco2.models.physics`, fitted first); everything outside the network lives in a torch-free
+:class:`llmco2.models.head.OutputHead`, saved under ``"head"`` in the checkpoint.
+
 Loss: L1 between predicted and measured log-energy of each row (a relative-error loss, suited to
 MAPE-type metrics); a ``total`` row compares with the log of the summed phases. Adam, early
 stopping on a validation set (best weights restored). Everything runs on the CPU in minutes.
@@ -10,7 +14,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +23,16 @@ import torch
 from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
-from llmco2.graph.features import FEATURE_SCHEMA_VERSION, GraphArrays, subset
+from llmco2.graph.features import ENGINE_LEVELS, FEATURE_SCHEMA_VERSION, GraphArrays, build_graph_arrays, subset
 from llmco2.graph.scaling import FeatureScaler
 from llmco2.graph.views import view
-from llmco2.models.dataset import EnergyData
+from llmco2.models.dataset import EnergyData, from_items
 from llmco2.models.gnn import LLMCO2Net
-from llmco2.models.targets import EnergyTarget, phase_energy, physics_prior_j
+from llmco2.models.head import OutputHead, PhasePrediction, device_group
+from llmco2.models.intervals import IntervalCalibration
+from llmco2.models.physics_fit import fit_physics
+from llmco2.models.targets import EnergyTarget, phase_energy
+from llmco2.specs import GPU, UNKNOWN_ENGINE, ModelArch, Request
 
 log = logging.getLogger(__name__)
 CHECKPOINT_FORMAT = 1
@@ -46,6 +54,8 @@ class TrainConfig:
     use_graph: bool = True
     feature_view: str = "full"  # full | no_phase_split | no_roofline | nnlqp (see llmco2.graph.views)
     use_prior: bool = True  # learn log(E / physics prior); False: learn log E directly (NNLQP)
+    prior: str = "physical"  # physical: launch-aware latency x idle-to-limit power; tdp: roofline time x TDP (earlier)
+    engine_dropout: float = 0.05  # share of training graphs shown as engine "unknown" per batch
     threads: int = 0  # 0: torch default
 
 
@@ -62,25 +72,37 @@ def _tensors(g: GraphArrays) -> tuple[torch.Tensor, ...]:
 
 
 class GNNPredictor:
-    """The LLMCO2 predictor: feature scaler + target standardisation + :class:`LLMCO2Net`."""
+    """The LLMCO2 predictor: feature scaler + :class:`LLMCO2Net` + :class:`OutputHead` (target
+    standardisation, physics prior, intervals, training domain)."""
 
     def __init__(self, config: TrainConfig | None = None) -> None:
         self.config = config or TrainConfig()
         self.net: LLMCO2Net | None = None
         self.scaler: FeatureScaler | None = None
-        self.target: EnergyTarget | None = None
-        self.domain: dict[str, Any] = {}
-        self.latency: dict[str, Any] | None = None  # LatencyCalibration state, set by the trainer of a shipped model
+        self.head: OutputHead | None = None
+        self.latency: dict[str, Any] | None = None  # legacy LatencyModel state (kept for older callers)
         self.history = TrainHistory()
+
+    @property
+    def target(self) -> EnergyTarget | None:
+        return self.head.target if self.head is not None else None
+
+    @property
+    def domain(self) -> dict[str, Any]:
+        return self.head.domain if self.head is not None else {}
 
     # -- helpers ----------------------------------------------------------------------------------
     def _graphs(self, data: EnergyData) -> GraphArrays:
+        if self.head is not None:
+            analysis, totals = data.analysis()
+            seen = self.head.network_analysis(analysis)
+            if seen is not analysis:  # engines the training data never showed: presented as "unknown"
+                return view(build_graph_arrays(seen, totals), self.config.feature_view)
         return view(data.graphs(), self.config.feature_view)
 
     def _prior(self, data: EnergyData) -> NDArray[np.float64]:
-        analysis, totals = data.analysis()
-        prior = physics_prior_j(analysis, totals)
-        return prior if self.config.use_prior else np.ones_like(prior)
+        assert self.head is not None
+        return self.head.prior(data.items, *data.analysis())[0]
 
     def _prepared(self, data: EnergyData) -> tuple[GraphArrays, NDArray[np.float64]]:
         assert self.scaler is not None
@@ -96,8 +118,28 @@ class GNNPredictor:
         per_phase = torch.where(phase == 0, log_e[:, 0], log_e[:, 1])
         return torch.where(phase == 2, total, per_phase)
 
+    def _engine_dropout(self, u: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
+        """Relabel a random share of graphs as engine ``unknown`` (so that level learns the
+        average behaviour of the engines it stands for)."""
+        share = self.config.engine_dropout
+        if share <= 0:
+            return u
+        k = len(ENGINE_LEVELS)
+        drop = torch.as_tensor(rng.random(u.shape[0]) < share)
+        if not bool(drop.any()):
+            return u
+        u = u.clone()
+        start = u.shape[1] - k
+        u[drop, start:] = 0.0
+        u[drop, start + ENGINE_LEVELS.index(UNKNOWN_ENGINE)] = 1.0
+        return u
+
     # -- training -----------------------------------------------------------------------------------
-    def fit(self, train: EnergyData, val: EnergyData | None = None, progress: bool = False) -> TrainHistory:
+    def fit(self, train: EnergyData, val: EnergyData | None = None, progress: bool = False,
+            latency_data: EnergyData | None = None) -> TrainHistory:
+        """Fit the physics prior (on ``latency_data``'s latencies, default: the training rows'),
+        then the network on ``train`` with early stopping on ``val``; calibrate the intervals on
+        ``val``."""
         cfg = self.config
         if not len(train.energy_j):
             raise InvalidInputError("no training rows with positive energy", field="data")
@@ -105,14 +147,16 @@ class GNNPredictor:
         rng = np.random.default_rng(cfg.seed)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
+        physics = fit_physics(latency_data if latency_data is not None else train, train, cfg.prior, cfg.seed)
+        self.head = OutputHead(EnergyTarget(np.zeros(2), np.ones(2)), physics, domain=training_domain(train),
+                               use_prior=cfg.use_prior)
         self.scaler = FeatureScaler.fit(self._graphs(train))
         g, prior = self._prepared(train)
         log_ratio = np.log(np.maximum(train.energy_j, 1e-12))[:, None] - np.log(prior[train.config])
         mask = np.zeros((len(train.energy_j), 2), dtype=bool)
         mask[train.phase == 0, 0] = True
         mask[train.phase == 1, 1] = True
-        self.target = EnergyTarget.fit(log_ratio, mask)
-        self.domain = _domain(train)
+        self.head.target = EnergyTarget.fit(log_ratio, mask)
         self.net = LLMCO2Net(g.x.shape[1], g.u.shape[1], cfg.hidden, cfg.num_layers, 2, cfg.dropout, cfg.use_graph)
         opt = torch.optim.Adam(self.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         y = torch.log(torch.as_tensor(train.energy_j))
@@ -130,7 +174,7 @@ class GNNPredictor:
                 rows = order[lo:lo + cfg.batch_size]
                 configs, local = np.unique(train.config[rows], return_inverse=True)
                 x, ei, b, u = _tensors(subset(g, configs))
-                z = self.net(x, ei, b, u)[torch.as_tensor(local)]
+                z = self.net(x, ei, b, self._engine_dropout(u, rng))[torch.as_tensor(local)]
                 pred = self._row_log_energy(z, prior_t[configs][torch.as_tensor(local)], phase_t[rows])
                 loss = torch.nn.functional.l1_loss(pred, y[rows])
                 opt.zero_grad()
@@ -140,7 +184,8 @@ class GNNPredictor:
             self.history.train_loss.append(total / n)
             if val_parts is not None:
                 assert val is not None
-                vloss = float(np.mean(np.abs(np.log(self.predict_rows(val, _parts=val_parts)) - np.log(val.energy_j))))
+                val_pred = phase_energy(self._quick_energy(val_parts)[val.config], val.phase)
+                vloss = float(np.mean(np.abs(np.log(val_pred) - np.log(val.energy_j))))
                 self.history.val_loss.append(vloss)
                 if vloss < best_loss - 1e-5:
                     best, best_loss, stale = copy.deepcopy(self.net.state_dict()), vloss, 0
@@ -153,41 +198,75 @@ class GNNPredictor:
                     break
         if best is not None:
             self.net.load_state_dict(best)
+        if val is not None and len(val.energy_j):
+            self.calibrate(val)
         self.history.seconds = time.perf_counter() - start
         return self.history
 
+    def calibrate(self, held_out: EnergyData) -> None:
+        """Calibrate the prediction intervals on held-out rows (split conformal, log space)."""
+        assert self.head is not None
+        pred = self.predict_rows(held_out)
+        groups = [device_group(held_out.items[c]) for c in held_out.config]
+        resid = np.log(held_out.energy_j) - np.log(np.maximum(pred, 1e-12))
+        out_of_domain = self.head.intervals
+        self.head.intervals = IntervalCalibration.fit(resid, held_out.phase, groups, out_of_domain.levels)
+        if out_of_domain.out_of_domain:  # keep residuals supplied from out-of-domain runs
+            self.head.intervals.out_of_domain = out_of_domain.out_of_domain
+            self.head.intervals.out_of_domain_source = out_of_domain.out_of_domain_source
+
     # -- prediction ---------------------------------------------------------------------------------
     @torch.no_grad()
-    def predict_phases(self, data: EnergyData, _parts: tuple[GraphArrays, NDArray[np.float64]] | None = None,
-                       chunk: int = 4096) -> NDArray[np.float64]:
-        """``[n_configs, 2]`` predicted prefill and decode energy (J) of every configuration."""
-        if self.net is None or self.target is None:
+    def network_outputs(self, g: GraphArrays, chunk: int = 4096) -> NDArray[np.float64]:
+        """``[n, 2]`` standardised outputs of the network for scaled graphs ``g``."""
+        if self.net is None:
             raise InvalidInputError("the predictor is not trained", field="checkpoint")
-        g, prior = _parts if _parts is not None else self._prepared(data)
         self.net.eval()
         outs = []
         for lo in range(0, g.num_graphs, chunk):
             part = subset(g, np.arange(lo, min(lo + chunk, g.num_graphs)))
             outs.append(self.net(*_tensors(part)).numpy())
-        z = np.concatenate(outs) if outs else np.zeros((0, 2))
-        return self.target.energy_j(z.astype(np.float64), prior)
+        return np.concatenate(outs).astype(np.float64) if outs else np.zeros((0, 2))
 
-    def predict_rows(self, data: EnergyData, _parts: tuple[GraphArrays, NDArray[np.float64]] | None = None) -> NDArray[np.float64]:
+    def _quick_energy(self, parts: tuple[GraphArrays, NDArray[np.float64]]) -> NDArray[np.float64]:
+        assert self.target is not None
+        g, prior = parts
+        return self.target.energy_j(self.network_outputs(g), prior)
+
+    def predict(self, items_or_data: EnergyData | list[tuple[ModelArch, Request, GPU]]) -> PhasePrediction:
+        """Energy, latency, interval and notes of every configuration (see :class:`PhasePrediction`)."""
+        if self.net is None or self.head is None or self.scaler is None:
+            raise InvalidInputError("the predictor is not trained", field="checkpoint")
+        data = items_or_data if isinstance(items_or_data, EnergyData) else from_items(list(items_or_data))
+        z = self.network_outputs(self.scaler.transform(self._graphs(data)))
+        return self.head.finish(z, data.items, *data.analysis())
+
+    def predict_phases(self, data: EnergyData) -> NDArray[np.float64]:
+        """``[n_configs, 2]`` predicted prefill and decode energy (J) of every configuration."""
+        return self.predict(data).energy_j
+
+    def predict_rows(self, data: EnergyData) -> NDArray[np.float64]:
         """Predicted energy (J) of each row's phase."""
-        per_config = self.predict_phases(data, _parts)
-        return phase_energy(per_config[data.config], data.phase)
+        return phase_energy(self.predict_phases(data)[data.config], data.phase)
+
+    def predict_row_intervals(self, data: EnergyData) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """Per row of ``data``: predicted energy, interval low and high (J) of the row's phase (a
+        whole-request row sums the phases' bounds)."""
+        out = self.predict(data)
+        return tuple(phase_energy(a[data.config], data.phase)  # type: ignore[return-value]
+                     for a in (out.energy_j, out.energy_low_j, out.energy_high_j))
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
-        if self.net is None or self.scaler is None or self.target is None:
+        if self.net is None or self.scaler is None or self.head is None:
             raise InvalidInputError("the predictor is not trained", field="checkpoint")
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         torch.save({
             "format": CHECKPOINT_FORMAT, "kind": "llmco2-gnn", "feature_schema_version": FEATURE_SCHEMA_VERSION,
             "config": asdict(self.config), "state_dict": self.net.state_dict(), "scaler": self.scaler.state_dict(),
-            "target": self.target.state_dict(), "domain": self.domain, "latency": self.latency,
-            "history": asdict(self.history),
+            "head": self.head.state_dict(), "target": self.head.target.state_dict(), "domain": self.head.domain,
+            "latency": self.latency, "history": asdict(self.history),
         }, p)
         return p
 
@@ -202,28 +281,29 @@ class GNNPredictor:
             raise InvalidInputError(f"{p} is not an llmco2 checkpoint ({type(exc).__name__})", field="checkpoint") from None
         if not isinstance(state, dict) or state.get("kind") != "llmco2-gnn":
             raise InvalidInputError(f"{p} is not an llmco2 GNN checkpoint", field="checkpoint")
-        if state.get("feature_schema_version") != FEATURE_SCHEMA_VERSION:
+        if state.get("feature_schema_version") != FEATURE_SCHEMA_VERSION or "head" not in state:
             raise InvalidInputError(
                 f"{p} was trained with feature schema version {state.get('feature_schema_version')}, this llmco2 computes "
                 f"version {FEATURE_SCHEMA_VERSION}; retrain it", field="checkpoint")
-        model = cls(TrainConfig(**state["config"]))
+        known = {f.name for f in fields(TrainConfig)}
+        model = cls(TrainConfig(**{k: v for k, v in state["config"].items() if k in known}))
         model.scaler = FeatureScaler.from_state_dict(state["scaler"])
-        model.target = EnergyTarget.from_state_dict(state["target"])
+        model.head = OutputHead.from_state_dict(state["head"])
         cfg = model.config
         model.net = LLMCO2Net(len(model.scaler.node_mean), len(model.scaler.global_mean), cfg.hidden, cfg.num_layers, 2,
                               cfg.dropout, cfg.use_graph)
         model.net.load_state_dict(state["state_dict"])
-        model.domain = state.get("domain", {})
         model.latency = state.get("latency")
         return model
 
 
-def _domain(data: EnergyData) -> dict[str, Any]:
+def training_domain(data: EnergyData) -> dict[str, Any]:
     """What the training data covered (to say when a prediction extrapolates)."""
     archs = [a for a, _, _ in data.items]
     reqs = [r for _, r, _ in data.items]
     return {
         "devices": sorted({g.id for _, _, g in data.items}),
+        "engines": sorted({r.engine for _, r, _ in data.items}),
         "models": sorted({a.id for a in archs}),
         "params": [min(a.param_count() for a in archs), max(a.param_count() for a in archs)],
         "prompt_tokens": [min(r.prompt_tokens for r in reqs), max(r.prompt_tokens for r in reqs)],

@@ -1,0 +1,149 @@
+"""The torch-free output head: physical energies, launch-aware latency, engines, intervals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from llmco2.analytic.layer import LayerBatch, analyze_layers
+from llmco2.analytic.model import model_totals
+from llmco2.models.head import OutputHead, domain_notes
+from llmco2.models.intervals import IntervalCalibration, conformal_bounds
+from llmco2.models.physics import IDLE_FRACTION_OF_TDP, PhaseInputs, PhysicsPrior, idle_power_w
+from llmco2.models.targets import EnergyTarget
+from llmco2.specs import Request, get_gpu, get_model
+
+
+def _finish(head: OutputHead, items: list, z: np.ndarray):
+    analysis = analyze_layers(LayerBatch.from_items(items, validate=False))
+    return head.finish(z, items, analysis, model_totals(analysis))
+
+
+def _sweep_items() -> list:
+    arch = get_model("llama3.1-8b")
+    items = []
+    for gpu_id in ("h100-sxm", "a100-40gb", "jetson-orin"):
+        gpu = get_gpu(gpu_id)
+        for batch in (1, 8, 64):
+            for prompt in (16, 1024, 8192):
+                for gpus in ((1, 2, 4, 8) if gpu.form_factor not in ("module", "SoC") else (1,)):
+                    items.append((arch, Request(batch_size=batch, prompt_tokens=prompt, generated_tokens=129, num_gpus=gpus),
+                                  gpu))
+    return items
+
+
+@pytest.mark.parametrize("z_value", [-8.0, 0.0, 8.0])
+def test_average_power_stays_between_idle_and_the_power_limit(z_value: float) -> None:
+    """Whatever the network outputs (here far beyond any trained range), every phase's average
+    power (energy / latency) lies within [GPUs x idle, GPUs x power limit], over a sweep of batch,
+    context, GPU count and GPU type."""
+    head = OutputHead(EnergyTarget(np.array([0.0, 0.0]), np.array([1.0, 1.0])), PhysicsPrior())
+    items = _sweep_items()
+    out = _finish(head, items, np.full((len(items), 2), z_value))
+    n = np.array([r.num_gpus for _, r, _ in items], dtype=float)
+    tdp = np.array([g.tdp_w for _, _, g in items], dtype=float)
+    idle = np.array([idle_power_w(g) for _, _, g in items])
+    power = out.energy_j / out.latency_s
+    assert np.all(out.latency_s > 0) and np.all(np.isfinite(power))
+    assert np.all(power <= (n * tdp)[:, None] * (1 + 1e-9))
+    assert np.all(power >= (n * idle)[:, None] * (1 - 1e-9))
+    assert np.all(out.energy_low_j <= out.energy_j) and np.all(out.energy_high_j >= out.energy_j)
+
+
+def test_single_token_generation_has_no_decode() -> None:
+    head = OutputHead(EnergyTarget(np.zeros(2), np.ones(2)), PhysicsPrior())
+    items = [(get_model("qwen2-0.5b"), Request(batch_size=1, prompt_tokens=64, generated_tokens=1), get_gpu("h100-sxm"))]
+    out = _finish(head, items, np.zeros((1, 2)))
+    assert out.energy_j[0, 1] == 0 and out.latency_s[0, 1] == 0 and out.energy_j[0, 0] > 0
+
+
+def test_launch_overhead_dominates_small_batch_decode_and_depends_on_the_engine() -> None:
+    """Batch-1 decode of an 8B model: with per-kernel launch overhead an eager engine takes far
+    longer than the roofline time, a CUDA-graph engine close to it; power is lower when launch-bound."""
+    arch, gpu = get_model("llama3.1-8b"), get_gpu("h100-sxm")
+    items = [(arch, Request(batch_size=1, prompt_tokens=1024, generated_tokens=128, engine=e), gpu) for e in ("hf", "vllm")]
+    analysis = analyze_layers(LayerBatch.from_items(items))
+    x = PhaseInputs.build(items, analysis, model_totals(analysis))
+    prior = PhysicsPrior(efficiency={"datacentre": [1.0, 1.0]}, launch_us={"hf": 20.0, "vllm": 2.0},
+                         step_ms={"hf": 2.0, "vllm": 1.5})
+    lat, busy = prior.latency_s(x)
+    kernels = x.kernels[0]
+    assert kernels > 32 * 10  # every layer's kernels, launched each step
+    assert lat[0, 1] == pytest.approx(max(busy[0, 1], 127 * kernels * 20e-6) + 127 * 2e-3)
+    assert lat[0, 1] > 1.5 * lat[1, 1] and lat[1, 1] < 1.5 * busy[1, 1] + 127 * 1.5e-3
+    energy, _ = prior.energy_j(x)
+    assert energy[0, 1] / lat[0, 1] < energy[1, 1] / lat[1, 1]  # launch-bound: lower average power
+    assert x.idle_w[0] == pytest.approx(IDLE_FRACTION_OF_TDP * gpu.tdp_w)
+
+
+def test_engine_is_a_global_feature_and_unknown_engines_degrade() -> None:
+    from llmco2.graph.features import ENGINE_LEVELS, GLOBAL_FEATURES, global_feature_matrix
+    from llmco2.specs import engine_id
+
+    arch, gpu = get_model("qwen2-0.5b"), get_gpu("h100-sxm")
+    items = [(arch, Request(batch_size=1, prompt_tokens=32, generated_tokens=8, engine=e), gpu) for e in ("hf", "vllm")]
+    analysis = analyze_layers(LayerBatch.from_items(items))
+    u = global_feature_matrix(analysis, model_totals(analysis))
+    cols = [GLOBAL_FEATURES.index(f"engine_{e}") for e in ENGINE_LEVELS]
+    assert u[:, cols].sum(axis=1).tolist() == [1.0, 1.0]
+    assert u[0, GLOBAL_FEATURES.index("engine_hf")] == 1 and u[1, GLOBAL_FEATURES.index("engine_vllm")] == 1
+    assert engine_id("some-new-engine") == "unknown" and "unknown" in ENGINE_LEVELS
+
+
+def test_domain_notes_name_unseen_gpu_engine_and_sizes() -> None:
+    domain = {"devices": ["h100-sxm"], "engines": ["vllm"], "batch_size": [1, 8], "params": [1, 10**11]}
+    item = (get_model("qwen2-0.5b"), Request(batch_size=32, prompt_tokens=8, generated_tokens=8, engine="hf"), get_gpu("b200"))
+    notes = " | ".join(domain_notes(domain, item))
+    assert "unseen GPU b200" in notes and "unseen engine hf" in notes and "batch size 32" in notes
+    assert domain_notes(domain, (item[0], Request(batch_size=2, prompt_tokens=8, generated_tokens=8), get_gpu("h100-sxm"))) == []
+
+
+def test_conformal_intervals_cover_and_widen_out_of_domain() -> None:
+    rng = np.random.default_rng(0)
+    resid = rng.normal(0, 0.2, 4000)
+    phase = np.repeat([0, 1], 2000)
+    cal = IntervalCalibration.fit(resid, phase, ["datacentre"] * 4000)
+    fresh = rng.normal(0, 0.2, 20000)
+    lo, hi = cal.log_bounds(["datacentre"], [False])
+    assert abs(((fresh >= lo[0, 0]) & (fresh <= hi[0, 0])).mean() - 0.8) < 0.03
+    wide = cal.with_out_of_domain(rng.normal(0, 0.6, 500), np.repeat([0, 1], 250), "test residuals")
+    lo_x, hi_x = wide.log_bounds(["datacentre"], [True])
+    assert np.all(lo_x < lo) and np.all(hi_x > hi)
+    assert conformal_bounds(np.array([]), (0.1, 0.9)) == [0.0, 0.0]
+    again = IntervalCalibration.from_state_dict(wide.state_dict())
+    assert np.allclose(again.log_bounds(["edge"], [True])[1], wide.log_bounds(["edge"], [True])[1])
+
+
+def test_head_state_round_trip_gives_identical_predictions() -> None:
+    target = EnergyTarget(np.array([0.1, -0.2]), np.array([0.5, 0.7]), np.array([-3.0, -3.0]), np.array([3.0, 3.0]))
+    physics = PhysicsPrior(efficiency={"h100-sxm": [0.4, 0.6], "datacentre": [0.5, 0.5]}, activity=np.array([0.7, 0.4]))
+    head = OutputHead(target, physics, IntervalCalibration.fit(np.linspace(-1, 1, 100), np.repeat([0, 1], 50), ["x"] * 100),
+                      {"devices": ["h100-sxm"]})
+    items = _sweep_items()[::4]
+    z = np.random.default_rng(1).normal(size=(len(items), 2))
+    a, b = _finish(head, items, z), _finish(OutputHead.from_state_dict(head.state_dict()), items, z)
+    for name in ("energy_j", "latency_s", "energy_low_j", "energy_high_j"):
+        assert np.array_equal(getattr(a, name), getattr(b, name))
+    assert a.notes == b.notes and any(a.notes)
+
+
+def test_head_imports_neither_torch_nor_pandas() -> None:
+    code = ("import sys, llmco2.models.head; bad = [m for m in ('torch', 'torch_geometric', 'pandas') if m in sys.modules]; "
+            "sys.exit(1 if bad else 0)")
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_engines_never_trained_on_reach_the_network_as_unknown() -> None:
+    from llmco2.graph.features import GLOBAL_FEATURES, global_feature_matrix
+
+    head = OutputHead(EnergyTarget(np.zeros(2), np.ones(2)), domain={"engines": ["edge", "vllm"]})
+    arch, gpu = get_model("qwen2-0.5b"), get_gpu("h100-sxm")
+    items = [(arch, Request(batch_size=1, prompt_tokens=32, generated_tokens=8, engine=e), gpu) for e in ("vllm", "hf")]
+    analysis = analyze_layers(LayerBatch.from_items(items))
+    u = global_feature_matrix(head.network_analysis(analysis), model_totals(analysis))
+    assert u[0, GLOBAL_FEATURES.index("engine_vllm")] == 1
+    assert u[1, GLOBAL_FEATURES.index("engine_hf")] == 0 and u[1, GLOBAL_FEATURES.index("engine_unknown")] == 1
+    assert OutputHead(EnergyTarget(np.zeros(2), np.ones(2))).network_analysis(analysis) is analysis

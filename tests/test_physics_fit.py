@@ -1,0 +1,58 @@
+"""Fitting the physics prior, and the rows it is allowed to learn energy from."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llmco2.models.dataset import energy_data
+from llmco2.models.experiment import usable_rows
+from llmco2.models.physics import PhaseInputs, PhysicsPrior
+from llmco2.models.physics_fit import fit_physics
+
+
+def _rows(engine: str, n: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        prompt, gen, batch = int(rng.integers(16, 2048)), int(rng.integers(2, 256)), int(rng.choice([1, 2, 4, 8, 32]))
+        for phase in ("prefill", "decode"):
+            out.append(dict(source="test", source_row=i, device="h100-sxm", engine=engine, num_devices=1,
+                            model="llama3.1-8b", batch_size=batch, prompt_tokens=prompt,
+                            generated_tokens=gen if phase == "decode" else 1, phase=phase, level="request",
+                            energy_j=1.0, weight_bits=16))
+    return out
+
+
+def test_fit_recovers_the_overheads_that_generated_the_latencies() -> None:
+    """Latencies made by a known prior (two engines, one GPU) give back its launch overheads and
+    roofline efficiency, and engines without rows keep the catalog priors."""
+    table = pd.DataFrame(_rows("hf", 80, 0) + _rows("vllm", 80, 1))
+    data = energy_data(table)
+    truth = PhysicsPrior(efficiency={"h100-sxm": [0.45, 0.7]}, launch_us={"hf": 40.0, "vllm": 3.0},
+                         step_ms={"hf": 2.5, "vllm": 0.8})
+    x = PhaseInputs.build(data.items, *data.analysis())
+    lat, _ = truth.latency_s(x)
+    rows = lat[data.config]
+    table["latency_s"] = np.where(data.phase == 0, rows[:, 0], rows[:, 1])
+    fit = fit_physics(energy_data(table))
+    assert fit.launch_us["hf"] == pytest.approx(40.0, rel=0.15)
+    assert fit.efficiency["h100-sxm"][1] == pytest.approx(0.7, rel=0.15)
+    assert fit.efficiency["h100-sxm"][0] == pytest.approx(0.45, rel=0.15)
+    assert set(fit.fitted_engines) == {"hf", "vllm"}
+    assert fit.launch_us["tensorrt-llm"] == PhysicsPrior().launch_us["tensorrt-llm"]  # no rows: the prior
+    assert fit.fit_report["latency_median_ape_per_engine"]["hf"]["median_ape"] < 0.1
+
+
+def test_usable_rows_drop_quantised_counter_readings() -> None:
+    """An NVML reading over a window shorter than the counter's update period, a 0 J repeat
+    (std > mean) or the importer's counter_quantised flag keeps a row out of training."""
+    table = pd.DataFrame({
+        "source": ["h100_hf"] * 4, "level": ["request"] * 4, "measurement": ["nvml_energy"] * 4,
+        "flag": ["", "", "", "counter_quantised"], "latency_s": [0.04, 1.2, 1.3, 2.0],
+        "energy_j": [20.0, 300.0, 10.0, 400.0], "energy_std_j": [1.0, 10.0, 14.0, 5.0],
+    })
+    kept, left = usable_rows(table)
+    assert kept["energy_j"].tolist() == [300.0]
+    assert sum(left.values()) == 3 and left["flag counter_quantised"] == 1
