@@ -1,66 +1,147 @@
-"""Benchmark of the prediction path on this machine (a script, not a timed test).
+"""Benchmark of ``llmco2 predict`` as a user runs it: whole processes, wall time and peak memory.
 
-* graphs built per second and predictions per second for ``--n`` requests of mixed shapes;
-* batch prediction (energy, latency, carbon) of the whole Azure conversation trace on one model
-  and GPU, in requests per second.
+For each case the command runs ``--runs`` times in a fresh process; the table gives the median
+wall time and the median peak resident memory of the process (``ru_maxrss`` from ``wait4``).
 
-    python experiments/bench_predict.py --n 10000 [--checkpoint PATH]
+* ``--help``: start-up of the command line.
+* one request (``--json``): cold start of a prediction (imports, checkpoint, one request).
+* request files, **mixed** (``llmco2 sample --strategy focused --trace conv --n N --seed 0``: many
+  models, architecture variants and GPUs) and **single-model** (the Azure conversation trace on one
+  model and GPU): wall time, and requests per second excluding start-up, where start-up is the
+  wall time of the same command on the file's first row alone.
+* ``--million``: a 1,000,000-row file (the mixed file repeated), once: wall time and peak memory.
+
+Child processes keep compiled bytecode, as an installed package does (``PYTHONPYCACHEPREFIX`` in
+the temporary folder).
+
+    python experiments/bench_predict.py [--runs 5] [--n 20000] [--million] [--checkpoint PATH] [--markdown OUT.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
-import numpy as np
-
-from llmco2.analytic.layer import LayerBatch, analyze_layers
-from llmco2.analytic.model import model_totals
-from llmco2.carbon.footprint import predict_footprint
-from llmco2.data.azure import load_trace
-from llmco2.graph.features import build_graph_arrays
-from llmco2.models.dataset import from_items
-from llmco2.models.predict import load_predictor
-from llmco2.specs import Request, get_gpu, get_model
+ROOT = Path(__file__).resolve().parents[1]
+_SCRIPT = Path(sys.executable).parent / "llmco2"
+LLMCO2 = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "llmco2.cli"]  # as a user runs it
+SINGLE = ["predict", "--model", "llama3.1-8b", "--gpu", "h100-sxm", "--batch-size", "1", "--prompt-tokens", "1024",
+          "--gen-tokens", "128", "--json"]
 
 
-def timed(fn, repeat: int = 3):
-    best, out = np.inf, None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+#: Child processes keep compiled bytecode (in a private folder), as an installed package does,
+#: even where the environment sets PYTHONDONTWRITEBYTECODE.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "llmco2-bench-pycache")
+
+
+def timed_process(args: list[str]) -> tuple[float, float]:
+    """``(wall seconds, peak resident MB)`` of one process running ``llmco2 ARGS``."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([*LLMCO2, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"llmco2 {' '.join(args)} failed ({proc.returncode}): {err.strip()}")
+    return wall, usage.ru_maxrss / 1024.0  # Linux: kilobytes
+
+
+def median_run(args: list[str], runs: int) -> tuple[float, float]:
+    walls, peaks = zip(*(timed_process(args) for _ in range(runs)), strict=True)
+    return statistics.median(walls), statistics.median(peaks)
+
+
+def first_rows(src: Path, dest: Path, n: int) -> Path:
+    with src.open() as fh, dest.open("w") as out:
+        for i, line in enumerate(fh):
+            if i > n:
+                break
+            out.write(line)
+    return dest
+
+
+def single_model_file(dest: Path, model: str, gpu: str) -> Path:
+    """The Azure conversation trace as a request file on one model and GPU."""
+    from llmco2.data.azure import load_trace
+
+    trace = load_trace("conv")
+    with dest.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["model", "gpu", "batch_size", "prompt_tokens", "generated_tokens"])
+        for p, o in zip(trace["prompt_tokens"], trace["generated_tokens"], strict=True):
+            w.writerow([model, gpu, 1, int(p), max(int(o), 1)])
+    return dest
+
+
+def file_case(name: str, path: Path, rows: int, runs: int, ckpt: list[str], tmp: Path) -> dict[str, object]:
+    out = tmp / "out.csv"
+    wall, peak = median_run(["predict", "--requests", str(path), "--out", str(out), *ckpt], runs)
+    startup, _ = median_run(["predict", "--requests", str(first_rows(path, tmp / "one.csv", 1)), "--out", str(out), *ckpt],
+                            runs)
+    rate = rows / max(wall - startup, 1e-9)
+    return {"case": f"`predict --requests`, {name} ({rows:,} requests)", "wall_s": wall, "peak_mb": peak, "per_s": rate,
+            "startup_s": startup}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--n", type=int, default=20_000, help="mixed requests (default 20000)")
+    parser.add_argument("--million", action="store_true", help="also a 1,000,000-row file (once)")
     parser.add_argument("--checkpoint", default=None)
     parser.add_argument("--model", default="llama3.1-8b")
     parser.add_argument("--gpu", default="a100-80gb")
+    parser.add_argument("--markdown", default=None, help="also write the table to this Markdown file")
     args = parser.parse_args()
-    from experiments.bench_analyze import draw_requests
-
-    items = draw_requests(args.n, seed=0)
-    predictor = load_predictor(args.checkpoint)
-
-    def graphs():
-        analysis = analyze_layers(LayerBatch.from_items(items, validate=False))
-        return build_graph_arrays(analysis, model_totals(analysis))
-
-    t_graph, g = timed(graphs)
-    t_pred, _ = timed(lambda: predictor.predict_phases(from_items(items)))
-    print(f"{args.n:,} mixed requests: graphs {t_graph * 1e3:.0f} ms ({args.n / t_graph:,.0f} graphs/s, "
-          f"{len(g.x) / args.n:.1f} nodes each); analysis + graphs + GNN {t_pred * 1e3:.0f} ms "
-          f"({args.n / t_pred:,.0f} predictions/s)")
-    trace = load_trace("conv")
-    arch, gpu = get_model(args.model), get_gpu(args.gpu)
-    conv = [(arch, Request(batch_size=1, prompt_tokens=int(p), generated_tokens=max(int(o), 1)), gpu)
-            for p, o in zip(trace["prompt_tokens"], trace["generated_tokens"], strict=True)]
-    t_fp, fp = timed(lambda: predict_footprint(conv, predictor, region_id="usa"), repeat=2)
-    print(f"Azure conversation trace ({len(conv):,} requests, {arch.id} on {gpu.id}): footprint in {t_fp:.2f} s "
-          f"({len(conv) / t_fp:,.0f} requests/s); total {fp.total_j.sum() / 3.6e6:.2f} kWh, {fp.total_g.sum() / 1000:.2f} kg CO2eq")
+    ckpt = ["--checkpoint", args.checkpoint] if args.checkpoint else []
+    rows: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        timed_process([*SINGLE, *ckpt])  # writes the inference sidecar if it is missing (not timed)
+        wall, peak = median_run(["--help"], args.runs)
+        rows.append({"case": "`llmco2 --help`", "wall_s": wall, "peak_mb": peak})
+        wall, peak = median_run([*SINGLE, *ckpt], args.runs)
+        rows.append({"case": "`predict` one request `--json` (cold)", "wall_s": wall, "peak_mb": peak})
+        mixed = tmp / "mixed.csv"
+        subprocess.run([*LLMCO2, "sample", "--strategy", "focused", "--trace", "conv", "--n", str(args.n), "--seed", "0",
+                        "--out", str(mixed)], check=True, cwd=ROOT, capture_output=True, env=ENV)
+        rows.append(file_case("mixed models and GPUs", mixed, args.n, args.runs, ckpt, tmp))
+        single = single_model_file(tmp / "single.csv", args.model, args.gpu)
+        n_single = sum(1 for _ in single.open()) - 1
+        rows.append(file_case(f"one model ({args.model} on {args.gpu}, Azure conv trace)", single, n_single, args.runs,
+                              ckpt, tmp))
+        if args.million:
+            big = tmp / "million.csv"
+            lines = mixed.read_text().splitlines(keepends=True)
+            with big.open("w") as fh:
+                fh.write(lines[0])
+                written = 0
+                while written < 1_000_000:
+                    take = lines[1:1 + min(len(lines) - 1, 1_000_000 - written)]
+                    fh.writelines(take)
+                    written += len(take)
+            wall, peak = timed_process(["predict", "--requests", str(big), "--out", str(tmp / "out.csv"), *ckpt])
+            startup = float(rows[2]["startup_s"])  # type: ignore[arg-type]
+            rows.append({"case": "`predict --requests`, 1,000,000 mixed requests (1 run)", "wall_s": wall, "peak_mb": peak,
+                         "per_s": 1_000_000 / max(wall - startup, 1e-9)})
+    lines = ["| case | wall time (s) | peak memory (MB) | requests/s excl. start-up |", "|---|---:|---:|---:|"]
+    for r in rows:
+        rate = f"{r['per_s']:,.0f}" if "per_s" in r else "-"
+        lines.append(f"| {r['case']} | {r['wall_s']:.2f} | {r['peak_mb']:.0f} | {rate} |")
+    text = "\n".join(lines)
+    print(f"median of {args.runs} runs per case, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
 
 
 if __name__ == "__main__":

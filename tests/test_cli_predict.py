@@ -63,8 +63,8 @@ def test_predict_region_and_named_pue(checkpoint: Path, capsys) -> None:
 
 def test_predict_file(tmp_path: Path, checkpoint: Path, capsys) -> None:
     src = tmp_path / "req.csv"
-    src.write_text("model,gpu,num_gpus,batch_size,prompt_tokens,generated_tokens\n"
-                   "qwen2-1.5b,jetson-orin,1,1,128,16\nqwen2-0.5b,jetson-orin,1,1,64,1\nllama3.1-8b,h100,2,2,512,64\n")
+    src.write_text("model,gpu,num_gpus,batch_size,prompt_tokens,generated_tokens,engine\n"  # trained on engine "unknown"
+                   "qwen2-1.5b,jetson-orin,1,1,128,16,unknown\nqwen2-0.5b,jetson-orin,1,1,64,1,unknown\nllama3.1-8b,h100,2,2,512,64,\n")
     out = tmp_path / "pred.csv"
     code, _, err = run(["predict", "--requests", str(src), "--out", str(out), "--checkpoint", str(checkpoint)], capsys)
     assert code == 0, err

@@ -10,7 +10,6 @@ prediction time.
 from __future__ import annotations
 
 import functools
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -21,14 +20,15 @@ from numpy.typing import ArrayLike, NDArray
 from llmco2.errors import InvalidInputError
 from llmco2.specs.gpus import GPU
 from llmco2.specs.lookup import Catalog
+from llmco2.specs.toml_cache import load_toml
 
 J_PER_KWH = 3.6e6
 SECONDS_PER_YEAR = 365.0 * 24.0 * 3600.0
 
 
 def _load(name: str) -> dict[str, Any]:
-    with resources.as_file(resources.files("llmco2.carbon") / "data" / f"{name}.toml") as path, open(path, "rb") as fh:
-        return tomllib.load(fh)
+    with resources.as_file(resources.files("llmco2.carbon") / "data" / f"{name}.toml") as path:
+        return load_toml(path)
 
 
 @dataclass(frozen=True)

@@ -4,22 +4,26 @@ and the assumptions behind them — vectorised over any number of requests."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from llmco2.analytic.table import RequestTable
 from llmco2.carbon.accounting import default_lifetime_years, embodied_g, operational_g, pue, region
 from llmco2.errors import InvalidInputError
-from llmco2.models.dataset import from_items
-from llmco2.models.latency import LatencyModel
-from llmco2.models.predict import extrapolation_notes, load_predictor
-from llmco2.models.train import GNNPredictor
-from llmco2.specs import GPU, ModelArch, Request
+from llmco2.specs import GPU, ModelArch, Request, get_engine
+
+if TYPE_CHECKING:
+    from llmco2.models.head import PhasePrediction
 
 log = logging.getLogger(__name__)
 EDGE_FORM_FACTORS = ("module", "SoC")
+#: Requests predicted together: bounds the working memory (features, node states) to some 60 MB.
+PREDICT_CHUNK = 4096
+Item = tuple[ModelArch, Request, GPU]
 
 
 @dataclass
@@ -34,7 +38,10 @@ class Footprint:
     embodied_g: NDArray[np.float64]
     assumptions: dict[str, Any]
     notes: list[list[str]] = field(default_factory=list)
-    extrapolated: list[bool] = field(default_factory=list)
+    extrapolated: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    energy_low_j: NDArray[np.float64] | None = None  # [n, 2] interval ends (J), prefill and decode
+    energy_high_j: NDArray[np.float64] | None = None
+    levels: tuple[float, float] = (0.1, 0.9)  # nominal quantiles of the interval
 
     @property
     def total_j(self) -> NDArray[np.float64]:
@@ -49,24 +56,47 @@ class Footprint:
         """Operational + embodied (embodied counted as 0 where it is unknown, with a note)."""
         return self.operational_g + np.nan_to_num(self.embodied_g)
 
+    @property
+    def total_low_j(self) -> NDArray[np.float64]:
+        """Low end of the total's interval: the sum of the phases' low ends (J)."""
+        low = self.energy_low_j if self.energy_low_j is not None else np.stack([self.prefill_j, self.decode_j], axis=1)
+        return low.sum(axis=1)
+
+    @property
+    def total_high_j(self) -> NDArray[np.float64]:
+        """High end of the total's interval: the sum of the phases' high ends (J)."""
+        high = self.energy_high_j if self.energy_high_j is not None else np.stack([self.prefill_j, self.decode_j], axis=1)
+        return high.sum(axis=1)
+
+    def interval(self, i: int = 0) -> dict[str, list[float]]:
+        """``{"prefill": [low, high], "decode": [...], "total": [...]}`` (J) of request ``i``."""
+        low = self.energy_low_j if self.energy_low_j is not None else np.stack([self.prefill_j, self.decode_j], axis=1)
+        high = self.energy_high_j if self.energy_high_j is not None else low
+        return {"prefill": [float(low[i, 0]), float(high[i, 0])], "decode": [float(low[i, 1]), float(high[i, 1])],
+                "total": [float(self.total_low_j[i]), float(self.total_high_j[i])]}
+
     def record(self, i: int = 0) -> dict[str, Any]:
         """One request as the JSON of ``llmco2 predict`` (DESIGN.md convention 3)."""
         emb = float(self.embodied_g[i])
         return {
             "energy_j": {"prefill": float(self.prefill_j[i]), "decode": float(self.decode_j[i]), "total": float(self.total_j[i])},
+            "energy_j_interval": self.interval(i),
+            "interval_levels": list(self.levels),
             "latency_s": {"prefill": float(self.prefill_latency_s[i]), "decode": float(self.decode_latency_s[i]),
                           "total": float(self.latency_s[i])},
             "carbon_g": {"operational": float(self.operational_g[i]), "embodied": None if np.isnan(emb) else emb,
                          "total": float(self.total_g[i])},
             "assumptions": self.assumptions,
-            "extrapolated": bool(self.extrapolated[i]) if self.extrapolated else False,
+            "extrapolated": bool(self.extrapolated[i]) if len(self.extrapolated) else False,
             "notes": self.notes[i] if self.notes else [],
         }
 
 
 def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_intensity: float | None = None,
-                        pue_value: float | str | None = None, lifetime_years: float | None = None) -> dict[str, Any]:
-    """Grid intensity, PUE and lifetime with their sources (explicit values win over table defaults).
+                        pue_value: float | str | None = None, lifetime_years: float | None = None,
+                        engine: str | None = None) -> dict[str, Any]:
+    """Grid intensity, PUE, lifetime and (when given) the serving engine, with their sources
+    (explicit values win over table defaults).
 
     Default PUE: ``edge_device`` (1.0, no facility) when every GPU is an edge module/SoC, else the
     industry average.
@@ -91,48 +121,68 @@ def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_in
     years = default_lifetime_years() if lifetime_years is None else float(lifetime_years)
     if years <= 0:
         raise InvalidInputError(f"must be positive, got {years}", field="--lifetime-years")
-    return {"grid": grid, "pue": p, "lifetime_years": years}
+    out: dict[str, Any] = {"grid": grid, "pue": p, "lifetime_years": years}
+    if engine is not None:
+        e = get_engine(engine)
+        out["engine"] = {"id": e.id, "name": e.name}
+    return out
 
 
-def predict_footprint(items: list[tuple[ModelArch, Request, GPU]], predictor: GNNPredictor | None = None,
+def _predict(predictor: Any, table: RequestTable) -> PhasePrediction:
+    """Per-phase predictions of ``table`` with the torch-free model, or with a training
+    ``GNNPredictor`` (the reference path) when one is given."""
+    if hasattr(predictor, "net") and not hasattr(predictor, "outputs"):  # GNNPredictor: takes items
+        return predictor.predict(table.items())
+    return predictor.predict(table)
+
+
+def predict_footprint(requests: Sequence[Item] | RequestTable, predictor: Any = None,
                       region_id: str | None = None, carbon_intensity: float | None = None,
                       pue_value: float | str | None = None, lifetime_years: float | None = None,
-                      chunk: int = 20_000, progress: Any = None) -> Footprint:
-    """Energy, latency and carbon of every request (``progress``: a callable advanced per chunk)."""
-    if not items:
+                      chunk: int = PREDICT_CHUNK, progress: Any = None, assumptions: dict[str, Any] | None = None) -> Footprint:
+    """Energy, latency, interval and carbon of every request.
+
+    Args:
+        requests: (arch, request, gpu) triples or a :class:`RequestTable`.
+        predictor: a loaded checkpoint (default: the shipped one), torch-free
+            (:func:`llmco2.models.predict.load_predictor`) or the training ``GNNPredictor``.
+        chunk: requests predicted together (bounds the working memory).
+        progress: a callable advanced by the number of requests of each finished chunk.
+        assumptions: pre-resolved grid/PUE/lifetime (:func:`resolve_assumptions`), e.g. shared by
+            the chunks of one file; else resolved from the other arguments.
+    """
+    table = requests if isinstance(requests, RequestTable) else RequestTable.from_items(list(requests))
+    if not len(table):
         raise InvalidInputError("no requests to predict", field="requests")
-    model = predictor or load_predictor()
-    latency_model = LatencyModel.from_state_dict(model.latency)
-    assume = resolve_assumptions(list({g.id: g for _, _, g in items}.values()), region_id, carbon_intensity, pue_value,
-                                 lifetime_years)
-    energy, lat = [], []
-    for lo in range(0, len(items), chunk):
-        data = from_items(items[lo:lo + chunk])
-        energy.append(model.predict_phases(data))
-        lat.append(latency_model.predict(data))
+    if predictor is None:
+        from llmco2.models.predict import load_predictor
+
+        predictor = load_predictor()
+    assume = assumptions or resolve_assumptions(table.gpus, region_id, carbon_intensity, pue_value, lifetime_years)
+    parts = []
+    for lo in range(0, len(table), chunk):
+        parts.append(_predict(predictor, table.take(slice(lo, lo + chunk))))
         if progress is not None:
-            progress(min(chunk, len(items) - lo))
-    e = np.concatenate(energy)
-    latency = np.concatenate(lat)
-    steps = np.array([r.generated_tokens - 1 for _, r, _ in items])
-    e[:, 1] = np.where(steps > 0, e[:, 1], 0.0)
-    # a phase cannot be shorter than its energy at the GPUs' power limit (TDP): keeps the implied
-    # power physical and the embodied share consistent with the energy
-    board_w = np.array([g.tdp_w * r.num_gpus for _, r, g in items], dtype=float)
-    latency = np.maximum(latency, e / board_w[:, None])
-    total_j = e.sum(axis=1)
+            progress(min(chunk, len(table) - lo))
+    energy = np.concatenate([q.energy_j for q in parts])
+    latency = np.concatenate([q.latency_s for q in parts])
+    low = np.concatenate([q.energy_low_j for q in parts])
+    high = np.concatenate([q.energy_high_j for q in parts])
+    notes = [n for q in parts for n in q.notes]
+    extrapolated = np.concatenate([q.extrapolated for q in parts])
+    total_j = energy.sum(axis=1)
     op = operational_g(total_j, assume["pue"]["value"], assume["grid"]["g_co2eq_per_kwh"])
-    emb = np.full(len(items), np.nan)
-    gpu_ids = np.array([g.id for _, _, g in items])
-    num_gpus = np.array([r.num_gpus for _, r, _ in items], dtype=float)
+    emb = np.full(len(table), np.nan)
+    num_gpus = table.num_gpus.astype(float)
     seconds = latency.sum(axis=1)
-    notes = [extrapolation_notes(model.domain, a, r, g) for a, r, g in items]
-    extrapolated = [bool(n) for n in notes]
-    for gid in np.unique(gpu_ids):
-        mine = gpu_ids == gid
-        gpu = next(g for _, _, g in items if g.id == gid)
+    for code, gpu in enumerate(table.gpus):
+        mine = np.flatnonzero(table.gpu == code)
+        if not len(mine):
+            continue
         emb[mine] = embodied_g(gpu, num_gpus[mine], seconds[mine], assume["lifetime_years"])
         if np.isnan(emb[mine]).any():
-            for i in np.flatnonzero(mine):
-                notes[i].append(f"embodied carbon unknown: the die area of {gid} is not published (total = operational)")
-    return Footprint(e[:, 0], e[:, 1], latency[:, 0], latency[:, 1], op, emb, assume, notes, extrapolated)
+            note = f"embodied carbon unknown: the die area of {gpu.id} is not published (total = operational)"
+            for i in mine[np.isnan(emb[mine])]:
+                notes[i].append(note)
+    return Footprint(energy[:, 0], energy[:, 1], latency[:, 0], latency[:, 1], op, emb, assume, notes, extrapolated,
+                     low, high, tuple(parts[0].levels))

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 from llmco2.cli.common import fmt, fmt_time, print_json
@@ -36,9 +31,14 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     p.add_argument("--batch-size", type=int, metavar="B")
     p.add_argument("--prompt-tokens", type=int, metavar="L")
     p.add_argument("--gen-tokens", type=int, metavar="N")
-    p.add_argument("--requests", default=None, metavar="CSV", help="many requests (columns model, gpu, num_gpus, batch_size, "
-                                                                   "prompt_tokens, generated_tokens[, ...]); needs --out")
-    p.add_argument("--out", default=None, metavar="CSV", help="with --requests: the input columns plus predictions")
+    p.add_argument("--engine", default="vllm", metavar="ENGINE",
+                   help="serving engine: vllm (default), vllm-eager, hf, hf-static, tensorrt-llm, deepspeed, sglang, edge, "
+                        "unknown; with --requests, the default for rows without an engine column")
+    p.add_argument("--requests", default=None, metavar="FILE",
+                   help="many requests, CSV or Parquet (columns model, gpu, batch_size, prompt_tokens, generated_tokens"
+                        "[, num_gpus, tensor_parallel, dtype, flash_attention, engine]); read in chunks; needs --out")
+    p.add_argument("--out", default=None, metavar="CSV", help="with --requests: the input columns plus predictions "
+                                                               "(written to a temporary file, renamed when complete)")
     p.add_argument("--region", default=None, help="grid region: ISO country code (fra, us, ...), cloud region "
                                                     "(aws:us-east-1, gcp:europe-west4, azure:westeurope) or world (default)")
     p.add_argument("--carbon-intensity", type=float, default=None, metavar="G_PER_KWH", help="grid intensity, g CO2eq/kWh")
@@ -47,6 +47,9 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     p.add_argument("--lifetime-years", type=float, default=None, help="GPU lifetime for embodied carbon (default 5)")
     p.add_argument("--checkpoint", default=None, help="predictor checkpoint (default: the shipped one)")
     _add_request_args(p, single=False)
+    from llmco2.cli.serving import add_serving_arguments
+
+    add_serving_arguments(p)
     handlers[("predict", None)] = cmd_predict
 
     e = sub.add_parser("evaluate", help="accuracy of a checkpoint on measured energy rows")
@@ -64,34 +67,51 @@ def _single_items(args: argparse.Namespace) -> list[Any]:
                if getattr(args, n) is None]
     if missing:
         raise InvalidInputError(f"missing {', '.join(missing)} (or give --requests FILE.csv --out FILE.csv)", field="predict")
-    return [_request_from_args(args)]
+    arch, req, gpu = _request_from_args(args)
+    return [(arch, req.replace(engine=args.engine), gpu)]
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from llmco2.carbon.footprint import predict_footprint
-    from llmco2.models.predict import load_predictor
+    if getattr(args, "serving", False):
+        from llmco2.cli.serving import run_serving
 
+        return run_serving(args)
     options = dict(region_id=args.region, carbon_intensity=args.carbon_intensity, pue_value=_pue(args.pue),
                    lifetime_years=args.lifetime_years)
     if args.requests:
-        return _predict_file(args, options)
+        from llmco2.cli.predict_file import predict_file
+
+        return predict_file(args, options)
+    from llmco2.carbon.footprint import predict_footprint, resolve_assumptions
+    from llmco2.models.predict import load_predictor
+
     items = _single_items(args)  # the request is checked before the checkpoint is loaded
-    fp = predict_footprint(items, load_predictor(args.checkpoint), **options)
     arch, req, gpu = items[0]
-    record = {"model": arch.id, "gpu": gpu.id, "num_gpus": req.num_gpus, "batch_size": req.batch_size,
+    assume = resolve_assumptions([gpu], **options, engine=req.engine)
+    fp = predict_footprint(items, load_predictor(args.checkpoint), assumptions=assume)
+    record = {"model": arch.id, "gpu": gpu.id, "num_gpus": req.num_gpus, "engine": req.engine, "batch_size": req.batch_size,
               "prompt_tokens": req.prompt_tokens, "generated_tokens": req.generated_tokens, **fp.record(0)}
     energy, carbon = record["energy_j"], record["carbon_g"]
     if args.json:
         print_json({**record, "prefill": energy["prefill"], "decode": energy["decode"], "total": energy["total"],
                     "operational": carbon["operational"], "embodied": carbon["embodied"]})
         return 0
+    _print_single(record, arch.id, gpu.id, req)
+    return 0
+
+
+def _print_single(record: dict[str, Any], model: str, gpu: str, req: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"{arch.id} on {req.num_gpus} x {gpu.id}")
+    energy, carbon, band = record["energy_j"], record["carbon_g"], record["energy_j_interval"]
+    t = Table(title=f"{model} on {req.num_gpus} x {gpu} ({req.engine})")
     for col in ("", "prefill", "decode", "total"):
         t.add_column(col, justify="left" if not col else "right")
     t.add_row("energy", fmt(energy["prefill"], "J"), fmt(energy["decode"], "J"), fmt(energy["total"], "J"))
+    lo, hi = record["interval_levels"]
+    t.add_row(f"interval {100 * lo:g}-{100 * hi:g}%",
+              *(f"{fmt(band[p][0], 'J')} - {fmt(band[p][1], 'J')}" for p in ("prefill", "decode", "total")))
     lat = record["latency_s"]
     t.add_row("latency", fmt_time(lat["prefill"]), fmt_time(lat["decode"]), fmt_time(lat["total"]))
     console = Console()
@@ -102,61 +122,33 @@ def cmd_predict(args: argparse.Namespace) -> int:
     grid = a["grid"]
     where = grid["region"] or "user value"
     console.print(f"carbon: operational {carbon['operational']:.4g} g + embodied {emb} = [bold]{carbon['total']:.4g} g CO2eq[/bold]")
-    console.print(f"assumptions: grid {grid['g_co2eq_per_kwh']:g} g/kWh ({where}), PUE {a['pue']['value']:g} "
-                  f"({a['pue'].get('id', 'user value')}), GPU lifetime {a['lifetime_years']:g} years")
+    console.print(f"assumptions: engine {a['engine']['id']}, grid {grid['g_co2eq_per_kwh']:g} g/kWh ({where}), "
+                  f"PUE {a['pue']['value']:g} ({a['pue'].get('id', 'user value')}), GPU lifetime {a['lifetime_years']:g} years")
     for note in record["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}")
-    return 0
 
 
-def _predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+def _row_interval(pred: Any, data: Any) -> tuple[Any, Any]:
+    """Interval ends (J) of each measured row's phase (a ``total`` row: the sum of the phases' ends)."""
+    import numpy as np
 
-    from llmco2.analytic.batch import read_request_csv
-    from llmco2.carbon.footprint import predict_footprint
-    from llmco2.models.predict import load_predictor
-
-    if not args.out:
-        raise InvalidInputError("--requests needs --out FILE.csv for the predictions", field="--out")
-    out = Path(args.out)
-    if not out.parent.exists():
-        raise InvalidInputError(f"folder {str(out.parent)!r} does not exist", field="--out")
-    start = time.perf_counter()
-    src = Path(args.requests)
-    items = read_request_csv(src, defaults=args)
-    predictor = load_predictor(args.checkpoint)
-    import pandas as pd
-
-    frame = pd.read_csv(src)
-    show = sys.stderr.isatty() and len(items) > 20_000
-    with Progress(TextColumn("predicting"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn(),
-                  disable=not show, transient=True) as bar:
-        task = bar.add_task("predict", total=len(items))
-        fp = predict_footprint(items, predictor, progress=lambda k: bar.advance(task, k), **options)
-    frame["prefill_j"], frame["decode_j"], frame["total_j"] = fp.prefill_j, fp.decode_j, fp.total_j
-    frame["latency_s"] = fp.latency_s
-    frame["operational_g"], frame["embodied_g"], frame["total_g"] = fp.operational_g, fp.embodied_g, fp.total_g
-    frame["extrapolated"] = fp.extrapolated
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        frame.to_csv(tmp, index=False)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    seconds = time.perf_counter() - start
-    g = fp.assumptions["grid"]
-    sys.stderr.write(f"predicted {len(items):,} requests in {seconds:.2f} s ({len(items) / seconds:,.0f}/s) -> {out}; "
-                     f"grid {g['g_co2eq_per_kwh']:g} g/kWh ({g['region'] or 'user value'}), PUE {fp.assumptions['pue']['value']:g}\n")
-    return 0
+    lo, hi = pred.energy_low_j[data.config], pred.energy_high_j[data.config]
+    pick = np.where(data.phase == 1, 1, 0)
+    rows = np.arange(len(pick))
+    low = np.where(data.phase == 2, lo.sum(axis=1), lo[rows, pick])
+    high = np.where(data.phase == 2, hi.sum(axis=1), hi[rows, pick])
+    return low, high
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from llmco2.models.experiment import evaluate
+    import numpy as np
+
+    from llmco2.models.dataset import energy_data
+    from llmco2.models.metrics import coverage, grouped_scores, scores
     from llmco2.models.predict import load_predictor
 
     predictor = load_predictor(args.checkpoint)
+    dropped: dict[str, int] = {}
     if args.format == "canonical":
         from llmco2.data.schema import read_table
 
@@ -164,11 +156,34 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         from llmco2.data.importers import import_file
 
-        table = import_file(args.format, args.data).table
-    metrics = evaluate(predictor, table)
-    out = {k: metrics[k] for k in ("n", "mape", "median_ape", "eba_5", "eba_10", "eba_30")}
-    out.update(per_phase=metrics["per_phase"], per_device=metrics["per_device"], per_family=metrics["per_family"],
-               excluded_rows=metrics["excluded_rows"])
+        result = import_file(args.format, args.data)
+        table, dropped = result.table, dict(result.dropped)
+    data = energy_data(table)
+    excluded = {**dropped, **data.excluded}
+    if not len(data.energy_j):
+        counts = "; ".join(f"{n:,} {reason}" for reason, n in excluded.items()) or "the file has no rows"
+        raise InvalidInputError(f"no usable rows with positive measured energy in {args.data} (left out: {counts}); "
+                                "give measurements of catalog models and GPUs with batch, prompt and generated tokens",
+                                field="--data")
+    pred = predictor.predict(data.items)
+    per_config = pred.energy_j[data.config]
+    predicted = np.where(data.phase == 0, per_config[:, 0], per_config[:, 1])
+    predicted = np.where(data.phase == 2, per_config.sum(axis=1), predicted)
+    low, high = _row_interval(pred, data)
+    frame = data.table[["device", "model", "phase", "energy_j"]].copy()
+    from llmco2.models.experiment import family
+
+    frame["family"] = frame["model"].astype(str).map(family)
+    frame["predicted_j"] = predicted
+    out = scores(predicted, data.energy_j)
+    out = {k: out[k] for k in ("n", "mape", "median_ape", "eba_5", "eba_10", "eba_30")}
+    phases = data.table["phase"].astype(str).to_numpy()
+    out["interval"] = {"levels": list(pred.levels), "nominal": float(pred.levels[1] - pred.levels[0]),
+                       **coverage(low, high, data.energy_j),
+                       "per_phase": {ph: coverage(low[phases == ph], high[phases == ph], data.energy_j[phases == ph])
+                                     for ph in sorted(set(phases))}}
+    out.update(per_phase=grouped_scores(frame, "phase"), per_device=grouped_scores(frame, "device"),
+               per_family=grouped_scores(frame, "family"), excluded_rows=excluded)
     if args.json:
         print_json(out)
         return 0
@@ -190,6 +205,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for name, s in out[key].items():
             row(f"{key[4:]}: {name}", s)
     Console().print(t)
+    iv = out["interval"]
+    if iv["coverage"] is not None:
+        Console().print(f"interval {100 * iv['levels'][0]:g}-{100 * iv['levels'][1]:g}%: {100 * iv['coverage']:.1f}% of "
+                        f"{iv['n']:,} measurements inside (nominal {100 * iv['nominal']:.0f}%), {100 * iv['below']:.1f}% below, "
+                        f"{100 * iv['above']:.1f}% above; median width x{iv['median_width']:.2f}")
     if out["excluded_rows"]:
         Console().print("left out: " + ", ".join(f"{n:,} {r}" for r, n in out["excluded_rows"].items()))
     return 0

@@ -1,4 +1,8 @@
-"""Predict the energy of requests with a trained checkpoint (the shipped default or the user's).
+"""Load a trained checkpoint for prediction (the shipped default or the user's).
+
+:func:`load_predictor` gives the torch-free model (:class:`llmco2.models.inference.InferenceModel`:
+NumPy network + output head) that every command uses; :func:`load_reference_predictor` gives the
+training-side ``GNNPredictor`` (PyTorch and PyG), the reference the fast path is tested against.
 
 Requests outside what the checkpoint was trained on still get a prediction — through the
 hardware and analytic features — and say that they are extrapolations, and why.
@@ -11,15 +15,17 @@ import logging
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
-from llmco2.models.dataset import from_items
-from llmco2.models.train import GNNPredictor
 from llmco2.specs import GPU, ModelArch, Request
+
+if TYPE_CHECKING:
+    from llmco2.models.inference import InferenceModel
+    from llmco2.models.train import GNNPredictor
 
 log = logging.getLogger(__name__)
 DEFAULT_CHECKPOINT = "default.pt"
@@ -31,16 +37,29 @@ def default_checkpoint_path() -> Path:
     return Path(str(path))
 
 
-@functools.lru_cache(maxsize=4)
-def load_predictor(path: str | None = None) -> GNNPredictor:
-    """The predictor of ``path`` (default: the shipped checkpoint), cached per path."""
+def _checkpoint(path: str | None) -> Path:
     p = Path(path) if path else default_checkpoint_path()
     if not p.is_file():
         if path is None:
             raise InvalidInputError("the shipped default checkpoint is missing from this installation; pass --checkpoint",
                                     field="checkpoint")
         raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="checkpoint")
-    return GNNPredictor.load(p)
+    return p
+
+
+def load_predictor(path: str | None = None) -> InferenceModel:
+    """The torch-free predictor of ``path`` (default: the shipped checkpoint), cached per path."""
+    from llmco2.models.inference import load_inference
+
+    return load_inference(_checkpoint(path))
+
+
+@functools.lru_cache(maxsize=4)
+def load_reference_predictor(path: str | None = None) -> GNNPredictor:
+    """The training-side predictor (PyTorch + PyG) of ``path``: the reference of the fast path."""
+    from llmco2.models.train import GNNPredictor
+
+    return GNNPredictor.load(_checkpoint(path))
 
 
 @dataclass
@@ -58,25 +77,13 @@ class EnergyPrediction:
 
 def extrapolation_notes(domain: dict[str, Any], arch: ModelArch, req: Request, gpu: GPU) -> list[str]:
     """Why a request lies outside the checkpoint's training domain (empty when it does not)."""
-    notes: list[str] = []
-    if domain.get("devices") and gpu.id not in domain["devices"]:
-        notes.append(f"unseen GPU {gpu.id} (trained on {', '.join(domain['devices'])}): extrapolated through its "
-                     "peak throughput, bandwidth and TDP")
-    checks = (("params", arch.param_count(), "parameters"), ("prompt_tokens", req.prompt_tokens, "prompt tokens"),
-              ("generated_tokens", req.generated_tokens, "generated tokens"), ("batch_size", req.batch_size, "batch size"),
-              ("num_gpus", req.num_gpus, "GPUs"))
-    for key, value, label in checks:
-        lo_hi = domain.get(key)
-        if lo_hi and not lo_hi[0] <= value <= lo_hi[1]:
-            notes.append(f"{label} {value:,} outside the trained range {lo_hi[0]:,}-{lo_hi[1]:,}")
-    return notes
+    from llmco2.models.head import domain_notes
+
+    return domain_notes(domain, (arch, req, gpu))
 
 
-def predict_energy(items: list[tuple[ModelArch, Request, GPU]], predictor: GNNPredictor | None = None) -> EnergyPrediction:
+def predict_energy(items: list[tuple[ModelArch, Request, GPU]], predictor: Any = None) -> EnergyPrediction:
     """Prefill and decode energy of every (arch, request, gpu); vectorised over all of them."""
     model = predictor or load_predictor()
-    data = from_items(items)
-    per_phase = model.predict_phases(data)
-    decode = np.where(np.array([r.generated_tokens > 1 for _, r, _ in items]), per_phase[:, 1], 0.0)
-    notes = [extrapolation_notes(model.domain, a, r, g) for a, r, g in items]
-    return EnergyPrediction(per_phase[:, 0], decode, notes)
+    pred = model.predict(items)
+    return EnergyPrediction(pred.energy_j[:, 0], pred.energy_j[:, 1], pred.notes)

@@ -9,7 +9,6 @@ verbatim in :attr:`GPU.paper_table2` for reference and are never used in computa
 from __future__ import annotations
 
 import functools
-import tomllib
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from llmco2.errors import InvalidInputError, UnknownIdError
 from llmco2.specs.dtypes import DTYPE_BYTES, canonical_dtype
 from llmco2.specs.lookup import Catalog, close_matches
+from llmco2.specs.toml_cache import load_toml
 
 TERA = 1e12
 GIGA = 1e9
@@ -129,8 +129,7 @@ def gpu_from_dict(raw: dict[str, Any], origin: str = "gpus.toml") -> GPU:
 
 def load_gpu_file(path: str | Path) -> list[GPU]:
     """Load every ``[[gpu]]`` table of a TOML file."""
-    with open(path, "rb") as fh:
-        doc = tomllib.load(fh)
+    doc = load_toml(path)
     return [gpu_from_dict(entry, origin=str(path)) for entry in doc.get("gpu", [])]
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from llmco2.errors import InvalidInputError
 from llmco2.specs.lookup import Catalog
+from llmco2.specs.toml_cache import load_toml
 
 ACTIVATIONS = ("silu", "gelu", "gelu_tanh", "relu")
 NORM_TYPES = ("rmsnorm", "layernorm")
@@ -164,8 +164,7 @@ def arch_from_dict(raw: dict[str, Any], origin: str = "models.toml") -> ModelArc
 
 
 def load_model_file(path: str | Path) -> list[ModelArch]:
-    with open(path, "rb") as fh:
-        doc = tomllib.load(fh)
+    doc = load_toml(path)
     return [arch_from_dict(entry, origin=str(path)) for entry in doc.get("model", [])]
 
 

@@ -1,0 +1,299 @@
+"""Read request files (CSV or Parquet, through Arrow) in chunks of columns.
+
+Each chunk is parsed as columns: numbers converted by Arrow, model / GPU / dtype / engine names
+resolved once per distinct value, and validation run once per distinct (model, GPU, kind, TP,
+GPUs) combination (:meth:`RequestTable.validate`). Memory stays bounded by the chunk size
+whatever the length of the file. Errors name the file and the line (the header is line 1).
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+from llmco2.analytic.table import RequestTable, distinct_rows
+from llmco2.errors import InvalidInputError
+from llmco2.specs import DEFAULT_ENGINE, GPU, ModelArch, Request, get_gpu, get_model
+
+log = logging.getLogger(__name__)
+
+REQUIRED_COLUMNS = ("model", "gpu", "batch_size", "prompt_tokens", "generated_tokens")
+OPTIONAL_COLUMNS = ("num_gpus", "tensor_parallel", "dtype", "flash_attention", "engine")
+#: Architecture columns that override the catalog model (the sampler writes perturbed variants).
+ARCH_COLUMNS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim")
+#: Rows parsed and predicted together.
+CHUNK_ROWS = 16_384
+_TRUE = {"1", "true", "yes", "y", "t"}
+_FALSE = {"0", "false", "no", "n", "f"}
+
+
+@dataclass
+class RequestChunk:
+    """Consecutive rows of a request file.
+
+    Attributes:
+        header: column names of the file.
+        batch: the rows' cells as an Arrow record batch of strings (written back with predictions).
+        table: the parsed requests.
+        first_line: file line of the first row (the header is line 1).
+    """
+
+    header: list[str]
+    batch: pa.RecordBatch
+    table: RequestTable
+    first_line: int
+
+
+def _bool(text: str, field: str) -> bool:
+    key = text.strip().lower()
+    if key in _TRUE:
+        return True
+    if key in _FALSE:
+        return False
+    raise InvalidInputError(f"must be true or false, got {text!r}", field=field)
+
+
+def _integers(values: pa.Array, name: str, lines: NDArray[np.int64], default: int | None = None,
+              minimum: int = 1) -> NDArray[np.int64]:
+    """Integral column of strings (``default`` for empty cells, when given); the first bad cell raises."""
+    text = pc.utf8_trim_whitespace(values)
+    if default is not None:
+        text = pc.if_else(pc.equal(text, ""), str(default), text)
+    try:
+        out = pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False)
+        ok = np.isfinite(out) & (out == np.floor(out)) & (out >= minimum)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        cells = text.to_pylist()
+        out, ok = np.zeros(len(cells)), np.zeros(len(cells), dtype=bool)
+        for i, v in enumerate(cells):
+            try:
+                out[i] = float(v)
+                ok[i] = bool(np.isfinite(out[i]) and out[i] == int(out[i]) and out[i] >= minimum)
+            except (ValueError, OverflowError, TypeError):
+                pass
+    if not ok.all():
+        i = int(np.argmin(ok))
+        raise InvalidInputError(f"line {lines[i]}: {name}: must be an integer >= {minimum}, got {text[i].as_py()!r}")
+    return out.astype(np.int64)
+
+
+def _encoded(values: pa.Array) -> tuple[NDArray[np.int64], list[str]]:
+    """``(per-row code, distinct values)`` of a string column (codes in order of first appearance)."""
+    enc = values.dictionary_encode()
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+
+
+def _with_arch_columns(base: ModelArch, changes_text: dict[str, str]) -> ModelArch:
+    """``base`` with the architecture columns of a row applied."""
+    changes: dict[str, int] = {}
+    for col, text in changes_text.items():
+        if not text:
+            continue
+        try:
+            value = float(text)
+        except ValueError:
+            raise InvalidInputError(f"must be an integer, got {text!r}", field=col) from None
+        if not value.is_integer():
+            raise InvalidInputError(f"must be an integer, got {text!r}", field=col)
+        if int(value) != getattr(base, col):
+            changes[col] = int(value)
+    if not changes:
+        return base
+    if ("hidden_size" in changes or "num_heads" in changes) and "head_dim" not in changes \
+            and base.head_dim * base.num_heads == base.hidden_size:
+        hidden = changes.get("hidden_size", base.hidden_size)
+        heads = changes.get("num_heads", base.num_heads)
+        if hidden % heads:
+            raise InvalidInputError(f"num_heads {heads} does not divide hidden_size {hidden}", field="num_heads")
+        changes["head_dim"] = hidden // heads
+    return base.with_overrides(**changes)
+
+
+class _Resolver:
+    """Catalog look-ups cached across chunks."""
+
+    def __init__(self, defaults: Any) -> None:
+        self.defaults = defaults
+        self.models: dict[str, ModelArch] = {}
+        self.variants: dict[tuple, ModelArch] = {}
+        self.gpus: dict[str, GPU] = {}
+        self.kinds: dict[tuple, Request] = {}
+
+    def model(self, key: tuple[str, ...], arch_cols: tuple[str, ...]) -> ModelArch:
+        if key not in self.variants:
+            name = key[0].strip()
+            base = self.models.get(name) or self.models.setdefault(name, get_model(name))
+            self.variants[key] = _with_arch_columns(base, dict(zip(arch_cols, (v.strip() for v in key[1:]), strict=True)))
+        return self.variants[key]
+
+    def gpu(self, name: str) -> GPU:
+        if name not in self.gpus:
+            self.gpus[name] = get_gpu(name.strip())
+        return self.gpus[name]
+
+    def kind(self, key: tuple[str, str, str]) -> Request:
+        """A request of the row's dtype, attention kernel and engine (its counts are placeholders)."""
+        if key not in self.kinds:
+            d = self.defaults
+            dtype, flash, engine = (v.strip() for v in key)
+            self.kinds[key] = Request(
+                weight_dtype=dtype or getattr(d, "dtype", "fp16"), activation_dtype=getattr(d, "act_dtype", None),
+                kv_dtype=getattr(d, "kv_dtype", None),
+                flash_attention=_bool(flash, "flash_attention") if flash else getattr(d, "flash_attention", True),
+                causal=getattr(d, "causal", False), engine=engine or getattr(d, "engine", None) or DEFAULT_ENGINE)
+        return self.kinds[key]
+
+
+def _resolve(values: list[Any], fn: Any, first: NDArray[np.int64], lines: NDArray[np.int64]) -> list[Any]:
+    out = []
+    for v, row in zip(values, first, strict=True):
+        try:
+            out.append(fn(v))
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"line {lines[int(row)]}: {exc}") from None
+    return out
+
+
+def _groups(columns: list[tuple[NDArray[np.int64], list[str]]]) -> tuple[NDArray[np.int64], list[tuple[str, ...]], NDArray[np.int64]]:
+    """Distinct combinations of encoded columns: ``(per-row group, the values of each group, first row of each)``."""
+    first, group = distinct_rows(*(codes for codes, _ in columns))
+    keys = [tuple(values[int(codes[i])] for codes, values in columns) for i in first]
+    return group, keys, first
+
+
+def parse_chunk(header: list[str], batch: pa.RecordBatch, lines: NDArray[np.int64], resolver: _Resolver,
+                check_context: bool = True) -> RequestTable:
+    """The requests of ``batch`` (string cells; ``lines``: their file lines), validated. Names are
+    resolved once per distinct value; nothing runs once per row in Python."""
+    n = batch.num_rows
+    cols = dict(zip(header, batch.columns, strict=True))
+    empty = pa.array([""] * n, type=pa.string()) if any(c not in cols for c in ("dtype", "flash_attention", "engine", "num_gpus")) else None
+    arch_cols = tuple(c for c in ARCH_COLUMNS if c in cols)
+    arch, model_keys, model_first = _groups([_encoded(cols["model"]), *(_encoded(cols[c]) for c in arch_cols)])
+    archs = _resolve(model_keys, lambda k: resolver.model(k, arch_cols), model_first, lines)
+    gpu, gpu_keys, gpu_first = _groups([_encoded(cols["gpu"])])
+    gpus = _resolve([k[0] for k in gpu_keys], resolver.gpu, gpu_first, lines)
+    kind, kind_keys, kind_first = _groups([_encoded(cols.get(c, empty)) for c in ("dtype", "flash_attention", "engine")])
+    kinds = _resolve(kind_keys, resolver.kind, kind_first, lines)
+    batch_size = _integers(cols["batch_size"], "batch_size", lines)
+    prompt = _integers(cols["prompt_tokens"], "prompt_tokens", lines)
+    generated = _integers(cols["generated_tokens"], "generated_tokens", lines)
+    num_gpus = _integers(cols.get("num_gpus", empty), "num_gpus", lines, default=1)
+    tp = num_gpus.copy()
+    if "tensor_parallel" in cols:
+        tp_text = pc.utf8_trim_whitespace(cols["tensor_parallel"])
+        given = pc.not_equal(tp_text, "").to_numpy(zero_copy_only=False)
+        if given.any():
+            tp[given] = _integers(tp_text.filter(pa.array(given)), "tensor_parallel", lines[given])
+        bad = num_gpus % tp != 0
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InvalidInputError(f"line {lines[i]}: tensor_parallel: tensor_parallel {tp[i]} must divide "
+                                    f"num_gpus {num_gpus[i]}")
+    table = RequestTable(archs, gpus, kinds, arch, gpu, kind, batch_size, prompt, generated, num_gpus, tp)
+    table.validate(check_context=check_context, line=lines)
+    return table
+
+
+def _csv_header(path: Path) -> list[str]:
+    with path.open(newline="") as fh:
+        return [h.strip() for h in next(csv.reader(fh), [])]
+
+
+def _csv_batches(path: Path, header: list[str]) -> Iterator[pa.RecordBatch]:
+    """Record batches of a CSV file, every column as strings (the cells as written)."""
+    with path.open(newline="") as fh:
+        raw = next(csv.reader(fh), [])
+    try:
+        reader = pa_csv.open_csv(
+            path, read_options=pa_csv.ReadOptions(block_size=1 << 20, use_threads=True),
+            parse_options=pa_csv.ParseOptions(invalid_row_handler=None),
+            convert_options=pa_csv.ConvertOptions(column_types={h: pa.string() for h in raw}, strings_can_be_null=False,
+                                                  quoted_strings_can_be_null=False))
+        for batch in reader:
+            yield batch.rename_columns(header)
+    except pa.ArrowInvalid as exc:
+        where = _bad_csv_line(path, len(header))
+        raise InvalidInputError(f"{path}{where}: malformed CSV row ({str(exc).splitlines()[0]})", field="--requests") from None
+
+
+def _bad_csv_line(path: Path, width: int) -> str:
+    """``", line N"`` of the first row whose number of cells is not ``width`` (an error path only)."""
+    with path.open(newline="") as fh:
+        reader = csv.reader(fh)
+        for row in reader:
+            if row and len(row) != width:
+                return f", line {reader.line_num}"
+    return ""
+
+
+def _parquet_batches(path: Path, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="--requests") from None
+    for batch in pf.iter_batches(batch_size=chunk_rows):
+        cols = [pc.fill_null(pc.cast(c, pa.string()), "") for c in batch.columns]
+        yield pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
+
+
+def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None = None) -> Iterator[RequestChunk]:
+    """Parsed, validated chunks of a request file (``.parquet``/``.pq``: Parquet; else CSV) of at
+    most ``chunk_rows`` rows (default :data:`CHUNK_ROWS`)."""
+    chunk_rows = chunk_rows or CHUNK_ROWS
+    if not path.is_file():
+        raise InvalidInputError(f"no such file {str(path)!r}", field="--requests")
+    parquet = path.suffix.lower() in (".parquet", ".pq")
+    if parquet:
+        try:
+            header = list(pq.ParquetFile(path).schema_arrow.names)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="--requests") from None
+    else:
+        header = _csv_header(path)
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise InvalidInputError(f"{path}: missing columns {', '.join(missing)} (need {', '.join(REQUIRED_COLUMNS)})",
+                                field="--requests")
+    resolver = _Resolver(defaults)
+    check_context = not getattr(defaults, "ignore_context", False)
+    line = 2
+    for big in (_parquet_batches(path, chunk_rows) if parquet else _csv_batches(path, header)):
+        for lo in range(0, big.num_rows, chunk_rows):
+            batch = big.slice(lo, chunk_rows)
+            lines = line + np.arange(batch.num_rows, dtype=np.int64)
+            try:
+                table = parse_chunk(header, batch, lines, resolver, check_context)
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"{path}, {exc}", field=None) from None
+            yield RequestChunk(header, batch, table, line)
+            line += batch.num_rows
+    if line == 2:
+        raise InvalidInputError(f"{path} has a header but no requests", field="--requests")
+
+
+def count_rows(path: Path) -> int | None:
+    """Rows of a request file, for a progress bar (CSV: newlines less the header; None if unknown)."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        try:
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        except Exception:  # noqa: BLE001 - only a progress total
+            return None
+    lines = 0
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            lines += block.count(b"\n")
+    return max(lines - 1, 0)

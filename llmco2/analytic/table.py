@@ -1,0 +1,155 @@
+"""Many requests as columns: per-row numbers in arrays, architectures, GPUs and request kinds
+(dtypes, attention kernel, engine) as small lists indexed by per-row codes.
+
+A 20,000-row request file mixes a few hundred (architecture, GPU, dtype) combinations, so everything that
+depends only on those — catalog look-ups, parameter counts, peak throughputs, validation rules —
+is computed once per distinct combination and broadcast, never once per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmco2.analytic.layer import ROW_COUNTS, LayerBatch, request_kind_key
+from llmco2.errors import InvalidInputError
+from llmco2.specs.gpus import GPU
+from llmco2.specs.models import ModelArch
+from llmco2.specs.requests import Request, validate_request
+
+IntArray = NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class RequestTable:
+    """``n`` requests as columns.
+
+    Attributes:
+        archs / gpus / kinds: distinct architectures, GPUs and request kinds (a `Request` whose
+            dtypes, attention flags and engine are the row's; its token counts are not used).
+        arch / gpu / kind: per-row index into those lists.
+        batch_size, prompt_tokens, generated_tokens, num_gpus, tensor_parallel: per-row counts.
+    """
+
+    archs: list[ModelArch]
+    gpus: list[GPU]
+    kinds: list[Request]
+    arch: IntArray
+    gpu: IntArray
+    kind: IntArray
+    batch_size: IntArray
+    prompt_tokens: IntArray
+    generated_tokens: IntArray
+    num_gpus: IntArray
+    tensor_parallel: IntArray
+
+    def __len__(self) -> int:
+        return int(self.arch.shape[0])
+
+    @classmethod
+    def from_items(cls, items: Sequence[tuple[ModelArch, Request, GPU]]) -> RequestTable:
+        """Columns of (arch, request, gpu) triples (one light pass: attribute reads only)."""
+        archs: dict[int, int] = {}
+        gpus: dict[int, int] = {}
+        kinds: dict[tuple, int] = {}
+        arch_list: list[ModelArch] = []
+        gpu_list: list[GPU] = []
+        kind_list: list[Request] = []
+        n = len(items)
+        codes = np.empty((3, n), dtype=np.int64)
+        nums = np.empty((5, n), dtype=np.int64)
+        for i, (a, r, g) in enumerate(items):
+            ca = archs.get(id(a))
+            if ca is None:
+                ca = archs[id(a)] = len(arch_list)
+                arch_list.append(a)
+            cg = gpus.get(id(g))
+            if cg is None:
+                cg = gpus[id(g)] = len(gpu_list)
+                gpu_list.append(g)
+            key = request_kind_key(r)
+            ck = kinds.get(key)
+            if ck is None:
+                ck = kinds[key] = len(kind_list)
+                kind_list.append(r)
+            codes[0, i], codes[1, i], codes[2, i] = ca, cg, ck
+            nums[0, i], nums[1, i], nums[2, i] = r.batch_size, r.prompt_tokens, r.generated_tokens
+            nums[3, i], nums[4, i] = r.num_gpus, r.tensor_parallel  # type: ignore[assignment]
+        return cls(arch_list, gpu_list, kind_list, codes[0], codes[1], codes[2], *nums)
+
+    def item(self, i: int) -> tuple[ModelArch, Request, GPU]:
+        """Row ``i`` as an (arch, request, gpu) triple."""
+        return self.take(np.array([i])).items()[0]
+
+    def items(self) -> list[tuple[ModelArch, Request, GPU]]:
+        """Every row as a triple. The requests are copies of the row's kind with its counts set
+        directly (the counts were checked as columns: positive integers, TP dividing the GPUs),
+        so this costs about a microsecond per row."""
+        archs, gpus, kinds = self.archs, self.gpus, [k.__dict__ for k in self.kinds]
+        new = object.__new__
+        out = []
+        cols = zip(self.arch.tolist(), self.gpu.tolist(), self.kind.tolist(), self.batch_size.tolist(),
+                   self.prompt_tokens.tolist(), self.generated_tokens.tolist(), self.num_gpus.tolist(),
+                   self.tensor_parallel.tolist(), strict=True)
+        for a, g, k, b, p, n_gen, n_gpu, tp in cols:
+            req = new(Request)
+            d = req.__dict__
+            d.update(kinds[k])
+            d["batch_size"], d["prompt_tokens"], d["generated_tokens"], d["num_gpus"], d["tensor_parallel"] = b, p, n_gen, n_gpu, tp
+            out.append((archs[a], req, gpus[g]))
+        return out
+
+    def take(self, rows: NDArray[np.int64] | slice) -> RequestTable:
+        """The rows ``rows`` (catalog lists shared)."""
+        return RequestTable(self.archs, self.gpus, self.kinds, self.arch[rows], self.gpu[rows], self.kind[rows],
+                            self.batch_size[rows], self.prompt_tokens[rows], self.generated_tokens[rows],
+                            self.num_gpus[rows], self.tensor_parallel[rows])
+
+    def device_ids(self) -> NDArray[np.str_]:
+        """GPU id of every row."""
+        return np.array([g.id for g in self.gpus])[self.gpu]
+
+    def engine_ids(self) -> NDArray[np.str_]:
+        """Serving-engine id of every row."""
+        return np.array([k.engine for k in self.kinds])[self.kind]
+
+    def layer_batch(self) -> LayerBatch:
+        """The shapes of every row (`LayerBatch.from_parts`: no per-row Python)."""
+        counts = {f: getattr(self, attr).astype(np.float64) for f, attr in ROW_COUNTS.items()}
+        return LayerBatch.from_parts(self.archs, self.arch, self.gpus, self.gpu, self.kinds, self.kind, counts)
+
+    def validate(self, check_context: bool = True, line: IntArray | None = None) -> None:
+        """`validate_request` on every row, run once per distinct outcome-determining combination
+        (arch, GPU, kind, TP, GPUs, context fits); the error names the first failing row."""
+        max_ctx = np.array([a.max_context for a in self.archs], dtype=np.int64)[self.arch]
+        fits = (self.prompt_tokens + self.generated_tokens <= max_ctx) | (not check_context)
+        first, _ = distinct_rows(self.arch, self.gpu, self.kind, self.tensor_parallel, self.num_gpus, fits)
+        first = np.sort(first)
+        for i, (arch, req, gpu) in zip(first.tolist(), self.take(first).items(), strict=True):
+            try:
+                validate_request(req, arch, gpu, check_context=check_context)
+            except InvalidInputError as exc:
+                where = f"line {int(line[i])}: " if line is not None else f"row {i}: "
+                raise InvalidInputError(f"{where}{exc}", field=None) from None
+
+
+def distinct_rows(*columns: NDArray[Any]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Distinct rows of equal-length columns: ``(first row of each distinct row, group of every
+    row)``, groups numbered in sorted order (a lexsort: no per-row Python)."""
+    n = len(columns[0])
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort(columns[::-1])
+    new = np.zeros(n, dtype=bool)
+    new[0] = True
+    for c in columns:
+        sc = c[order]
+        new[1:] |= sc[1:] != sc[:-1]
+    group = np.cumsum(new) - 1
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = group
+    return order[new].astype(np.int64), inverse
