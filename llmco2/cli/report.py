@@ -36,6 +36,19 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     tr.add_argument("--batch-size", type=int, default=1)
     tr.add_argument("-o", "--out", required=True, help="figure (.png/.pdf/.svg)")
     tr.add_argument("--csv", default=None, help="also write every request's footprint to this CSV")
+    sv = tr.add_argument_group("serving (the trace inside a continuously batched server)")
+    sv.add_argument("--serving", action="store_true", help="serve the trace at a load instead of predicting requests in isolation; "
+                                                           "the figure becomes J per output token against load")
+    sv.add_argument("--rate", type=float, default=None, metavar="R", help="Poisson arrivals, R requests/s (default: the trace's timestamps)")
+    sv.add_argument("--concurrency", type=int, default=None, metavar="N", help="closed loop of N concurrent requests")
+    sv.add_argument("--engine", default="vllm", help="serving engine of the served trace (default vllm)")
+    sv.add_argument("--dtype", default="bf16", help="weight dtype of the server (default bf16)")
+    sv.add_argument("--sweep-gpus", default="h100,a100-80gb,l4", metavar="LIST",
+                    help="servers of the load figure: GPU or GPU:COUNT, comma-separated (default h100,a100-80gb,l4)")
+    sv.add_argument("--sweep-engines", default="vllm,tensorrt-llm", metavar="LIST", help="engines of the load figure")
+    sv.add_argument("--sweep-requests", type=int, default=600, metavar="N", help="trace requests per point of the figure (default 600)")
+    sv.add_argument("--seed", type=int, default=0)
+    sv.add_argument("--no-calibration", action="store_true", help="skip the shipped correction fitted on ML.ENERGY v3")
     _carbon_args(tr)
     cmp_ = rsub.add_parser("compare", help="which GPU type and count emits least for a request")
     cmp_.add_argument("--model", required=True)
@@ -80,6 +93,8 @@ def cmd_case_studies(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    if args.serving:
+        return _trace_served(args)
     from llmco2.carbon.reports import plot_trace, trace_footprint, trace_summary
     from llmco2.models.predict import load_predictor
 
@@ -117,4 +132,40 @@ def cmd_compare(args: argparse.Namespace) -> int:
                      f"({len(frame)} options) -> {out}\n")
     if args.json:
         print_json(frame.to_dict(orient="records"))
+    return 0
+
+
+def _trace_served(args: argparse.Namespace) -> int:
+    """``report trace --serving``: the trace served at a load, and J per output token against load."""
+    from llmco2.models.predict import load_predictor
+    from llmco2.serving.reports import load_sweep, parse_servers, plot_load_sweep, served_summary, trace_served
+
+    out = _figure_path(args.out)
+    if args.rate is not None and args.concurrency is not None:
+        raise InvalidInputError("give --rate or --concurrency, not both (neither: the trace's own timestamps)", field="--serving")
+    if args.sweep_requests < 1:
+        raise InvalidInputError(f"must be >= 1, got {args.sweep_requests}", field="--sweep-requests")
+    servers = parse_servers(args.sweep_gpus)
+    engines = [e.strip() for e in args.sweep_engines.split(",") if e.strip()]
+    if not engines:
+        raise InvalidInputError("name at least one engine (e.g. vllm)", field="--sweep-engines")
+    from llmco2.serving.calibration import shipped_calibration
+
+    predictor = load_predictor(args.checkpoint)
+    calibration = None if args.no_calibration or args.checkpoint else shipped_calibration()
+    result = trace_served(args.trace, args.model, args.gpu, args.gpus, args.engine, args.rate, args.concurrency, args.seed,
+                          args.dtype, predictor, calibration, **_assumptions(args))
+    summary = served_summary(result)
+    frame = load_sweep(args.model, servers, engines, args.trace, n=args.sweep_requests, seed=args.seed, dtype=args.dtype,
+                       predictor=predictor, calibration=calibration, **_assumptions(args))
+    plot_load_sweep(frame, out, f"{args.model}, Azure {args.trace} trace lengths ({args.sweep_requests} requests per point)")
+    if args.csv:
+        result.requests.to_csv(args.csv, index=False)
+    c = summary["carbon_kg"]
+    sys.stderr.write(f"{summary['requests']:,} requests served on {args.gpus} x {args.gpu} ({summary['workload']}): "
+                     f"{summary['energy_kwh']:.3g} kWh, {summary['j_per_output_token']:.3g} J per output token, "
+                     f"{c['total']:.3g} kg CO2eq, GPU busy {100 * summary['gpu_utilisation']:.0f}%, mean batch "
+                     f"{summary['mean_batch']:.1f} -> {out}\n")
+    if args.json:
+        print_json({"served": summary, "load_sweep": frame.to_dict(orient="records")})
     return 0

@@ -94,3 +94,24 @@ def _dir_suffix(model_dir: str, model: str) -> str | None:
         return ""
     m = re.fullmatch(re.escape(model) + r"-pp(\d+)", model_dir)
     return m.group(1) if m else None
+
+
+SERVING_COLUMNS = {"task": "task", "file_bs": "max_batch", "energy_per_output_token_J": "j_per_output_token",
+                   "Avg TPOT (s)": "avg_tpot_s", "Max BS (reqs)": "max_batch_seen"}
+
+
+def serving_rows(path: Path) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The imported rows as serving measurements: the canonical columns plus the source's batch cap
+    (``max_batch`` = the configured maximum batch ``file_bs`` times PP: with pipeline parallelism
+    the file's cap is per stage, and the server holds PP micro-batches, as its ``Max BS`` shows),
+    task (``chat`` = ShareGPT conversations, ``code``), J per output token (steady state), mean
+    time per output token (s) and the largest batch seen. Also returns the import's drop counts by
+    reason."""
+    result = import_mlenergy_v2(path)
+    raw = pd.read_csv(Path(path), usecols=list(SERVING_COLUMNS))
+    src = raw.iloc[result.table["source_row"].to_numpy(dtype=np.int64) - 2].reset_index(drop=True)  # line 1 is the header
+    out = result.table.copy()
+    for col, name in SERVING_COLUMNS.items():
+        out[name] = src[col].to_numpy()
+    out["max_batch"] = out["max_batch"].to_numpy(dtype=np.int64) * out["pipeline_parallel"].to_numpy(dtype=np.int64)
+    return out, dict(result.dropped)

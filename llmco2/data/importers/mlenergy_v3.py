@@ -95,3 +95,22 @@ def import_mlenergy_v3(path: Path) -> ImportResult:
         "measurement": "nvml_energy",
     })
     return finish(raw, rows, FORMAT, Path(path), n)
+
+
+SERVING_COLUMNS = {"task": "task", "max_num_seqs": "max_batch", "energy_per_token_joules": "j_per_output_token",
+                   "avg_power_watts": "avg_power_w", "median_itl_ms": "median_itl_ms", "expert_parallel": "expert_parallel",
+                   "weight_precision": "weight_precision"}
+
+
+def serving_rows(path: Path) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The imported rows as serving measurements: the canonical columns plus the source's batch cap
+    (``max_batch`` = vLLM ``max_num_seqs``), task (the dataset), J per output token (steady state),
+    average power (W, all GPUs), median inter-token latency (ms), expert parallelism and weight
+    precision. Also returns the import's drop counts by reason."""
+    result = import_mlenergy_v3(path)
+    raw = pd.read_csv(Path(path), usecols=list(SERVING_COLUMNS))
+    src = raw.iloc[result.table["source_row"].to_numpy(dtype=np.int64) - 2].reset_index(drop=True)  # line 1 is the header
+    out = result.table.copy()
+    for col, name in SERVING_COLUMNS.items():
+        out[name] = src[col].to_numpy()
+    return out, dict(result.dropped)

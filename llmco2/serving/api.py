@@ -1,0 +1,161 @@
+"""Serving-level footprint: simulate a continuously batched server and charge each request its
+share of energy, GPU time and carbon.
+
+:func:`serve` is the entry point: a model, a GPU type and count (TP), an engine, a workload
+(:mod:`llmco2.serving.workload`) and engine limits in; a :class:`ServingResult` out, with one row
+per request (TTFT, TPOT, end-to-end latency, energy, carbon) and aggregates (J per output token,
+GPU utilisation, average power).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from llmco2.carbon.accounting import embodied_g, operational_g
+from llmco2.serving.calibration import Calibration, calibrate
+from llmco2.serving.costs import GridCostModel, IterationCost, idle_power_w, memory_budget
+from llmco2.serving.simulator import Schedule, SchedulerConfig, simulate
+from llmco2.serving.workload import Workload
+from llmco2.specs import GPU, ModelArch, Request, get_engine, get_gpu, get_model, validate_request
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServingResult:
+    """Per-request frame, aggregates, the raw schedule and the assumptions behind them."""
+
+    requests: pd.DataFrame
+    summary: dict[str, Any]
+    schedule: Schedule
+    assumptions: dict[str, Any]
+
+
+def summarise(schedule: Schedule) -> dict[str, Any]:
+    """Aggregates of a schedule: energy (J), J per output token, utilisation, average power (W), latencies (s)."""
+    tokens = int(schedule.output_tokens.sum())
+    span = schedule.makespan_s
+    energy = float(schedule.energy_j.sum())
+    ttft = schedule.first_token_s - schedule.arrival_s
+    e2e = schedule.finish_s - schedule.arrival_s
+    steps = np.maximum(schedule.output_tokens - 1, 1)
+    tpot = np.where(schedule.output_tokens > 1, (schedule.finish_s - schedule.first_token_s) / steps, np.nan)
+    iters = np.asarray(schedule.log_iterations, dtype=float)
+    batch = np.asarray(schedule.log_batch, dtype=float)
+    return {
+        "requests": len(schedule.output_tokens), "output_tokens": tokens, "energy_j": energy,
+        "idle_energy_j": schedule.idle_j, "j_per_output_token": energy / tokens, "makespan_s": span,
+        "gpu_utilisation": schedule.busy_s / span if span > 0 else 1.0,
+        "average_power_w": energy / span if span > 0 else float("nan"),
+        "iterations": schedule.iterations,
+        "mean_batch": float((iters * batch).sum() / iters.sum()) if iters.sum() else 0.0,
+        "preemptions": int(schedule.preemptions.sum()),
+        "ttft_s": {"mean": float(np.mean(ttft)), "p50": float(np.median(ttft)), "p90": float(np.quantile(ttft, 0.9))},
+        "tpot_s": {"mean": float(np.nanmean(tpot)) if np.isfinite(tpot).any() else None,
+                   "p50": float(np.nanmedian(tpot)) if np.isfinite(tpot).any() else None},
+        "e2e_s": {"mean": float(np.mean(e2e)), "p50": float(np.median(e2e)), "p90": float(np.quantile(e2e, 0.9))},
+    }
+
+
+def steady_state(schedule: Schedule, lo: float = 0.1, hi: float = 0.8) -> dict[str, float]:
+    """Aggregates over the window between the ``lo`` and ``hi`` quantiles of completion times
+    (ramp-up and drain left out), as a steady-state benchmark measures them: J per output token,
+    mean batch (per iteration), average power (W) and mean iteration time (s, the inter-token latency)."""
+    start, end = np.quantile(schedule.finish_s, [lo, hi])
+    s = np.asarray(schedule.log_start_s)
+    inside = (s >= start) & (s < end)
+    if not inside.any():
+        inside = np.ones(len(s), dtype=bool)
+    tokens = np.asarray(schedule.log_tokens, dtype=float)[inside].sum()
+    energy = np.asarray(schedule.log_energy_j)[inside].sum()
+    iters = np.asarray(schedule.log_iterations, dtype=float)[inside]
+    batch = np.asarray(schedule.log_batch, dtype=float)[inside]
+    seconds = (np.asarray(schedule.log_end_s) - s)[inside].sum()
+    return {"j_per_output_token": float(energy / tokens), "mean_batch": float((iters * batch).sum() / iters.sum()),
+            "average_power_w": float(energy / seconds) if seconds > 0 else float("nan"),
+            "s_per_iteration": float(seconds / iters.sum())}
+
+
+def steady_state_j_per_token(schedule: Schedule, lo: float = 0.1, hi: float = 0.8) -> float:
+    """J per output token over the steady window (see :func:`steady_state`)."""
+    return steady_state(schedule, lo, hi)["j_per_output_token"]
+
+
+def request_frame(schedule: Schedule, gpu: GPU, num_gpus: int, assumptions: dict[str, Any]) -> pd.DataFrame:
+    """One row per request: lengths, times (s), energy (J), attributed GPU time (s) and carbon (g CO2eq)."""
+    s = schedule
+    steps = np.maximum(s.output_tokens - 1, 1)
+    op = operational_g(s.energy_j, assumptions["pue"]["value"], assumptions["grid"]["g_co2eq_per_kwh"])
+    emb = embodied_g(gpu, np.full(len(s.energy_j), num_gpus), s.gpu_s, assumptions["lifetime_years"])
+    return pd.DataFrame({
+        "prompt_tokens": s.prompt_tokens, "output_tokens": s.output_tokens, "arrival_s": s.arrival_s,
+        "ttft_s": s.first_token_s - s.arrival_s,
+        "tpot_s": np.where(s.output_tokens > 1, (s.finish_s - s.first_token_s) / steps, np.nan),
+        "e2e_s": s.finish_s - s.arrival_s, "prefill_j": s.prefill_j, "decode_j": s.energy_j - s.prefill_j, "energy_j": s.energy_j, "gpu_s": s.gpu_s, "preemptions": s.preemptions,
+        "operational_g": op, "embodied_g": emb, "total_g": op + np.nan_to_num(emb),
+    })
+
+
+def server_setup(model: str | ModelArch, gpu: str | GPU, num_gpus: int = 1, tp: int | None = None,
+                 engine: str = "vllm", dtype: str = "bf16") -> tuple[ModelArch, GPU, Request]:
+    """Resolve and validate the server: (arch, gpu, a template request holding GPUs, dtype, engine)."""
+    arch, dev = get_model(model), get_gpu(gpu)
+    req = Request(batch_size=1, prompt_tokens=1, generated_tokens=1, num_gpus=num_gpus, tensor_parallel=tp,
+                  weight_dtype=dtype, engine=get_engine(engine).id)
+    validate_request(req, arch, dev, check_context=False)
+    return arch, dev, req
+
+
+def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: int = 1, tp: int | None = None,
+          engine: str = "vllm", dtype: str = "bf16", max_batch: int = 256, max_batched_tokens: int = 8192,
+          chunked_prefill: bool = True, predictor: Any = None, cost: IterationCost | None = None,
+          energy_scale: float = 1.0, region_id: str | None = None, carbon_intensity: float | None = None,
+          pue_value: float | str | None = None, lifetime_years: float | None = None,
+          calibration: Calibration | None = None) -> ServingResult:
+    """Simulate ``workload`` on ``num_gpus`` x ``gpu`` serving ``model`` with ``engine``.
+
+    ``cost`` defaults to a :class:`GridCostModel` of the default (or given) predictor;
+    ``energy_scale`` multiplies every iteration's energy. ``calibration`` (see
+    :mod:`llmco2.serving.calibration`) scales the busy energy by its factor at the simulated
+    steady-state mean batch, the GPU count and the mean output length.
+    """
+    from llmco2.carbon.footprint import resolve_assumptions
+
+    arch, dev, req = server_setup(model, gpu, num_gpus, tp, engine, dtype)
+    memory = memory_budget(arch, dev, req)
+    idle_w, idle_source = idle_power_w(dev, num_gpus)
+    if cost is None:
+        cost = GridCostModel.from_predictor(arch, dev, req, predictor, idle_w=idle_w, energy_scale=energy_scale)
+    if calibration is not None and calibration.latency_coef and isinstance(cost, GridCostModel):
+        cost = dataclasses.replace(cost, num_gpus=num_gpus, decode_time_coef=calibration.latency_coef,
+                                   batch_range=calibration.batch_range)
+    config = SchedulerConfig(max_batch=max_batch, max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
+                             kv_capacity_tokens=int(memory["kv_capacity_tokens"]), idle_w=idle_w)
+    schedule = simulate(workload, cost, config)
+    applied = None
+    if calibration is not None:
+        factor = calibration.factor(steady_state(schedule)["mean_batch"], num_gpus, float(workload.output_tokens.mean()))
+        calibrate(schedule, factor)
+        applied = {"factor": factor, "source": calibration.source, "rows": calibration.rows,
+                   "decode_latency": bool(calibration.latency_coef)}
+    assume = resolve_assumptions([dev], region_id, carbon_intensity, pue_value, lifetime_years, engine=req.engine)
+    frame = request_frame(schedule, dev, num_gpus, assume)
+    summary = summarise(schedule)
+    summary["operational_g"] = float(frame["operational_g"].sum())
+    summary["embodied_g"] = float(frame["embodied_g"].sum()) if frame["embodied_g"].notna().all() else None
+    summary["g_per_output_token"] = float(frame["total_g"].sum()) / summary["output_tokens"]
+    assume.update(server={"model": arch.id, "gpu": dev.id, "num_gpus": num_gpus, "tensor_parallel": req.tensor_parallel,
+                          "engine": req.engine, "dtype": req.weight_dtype, "max_batch": max_batch,
+                          "max_batched_tokens": max_batched_tokens, "chunked_prefill": chunked_prefill,
+                          "kv_capacity_tokens": int(memory["kv_capacity_tokens"]),
+                          "weight_gb_per_gpu": memory["weight_bytes_per_gpu"] / 1e9,
+                          "idle_w": idle_w, "idle_source": idle_source, "energy_scale": energy_scale,
+                          "calibration": applied},
+                  workload=workload.description)
+    return ServingResult(frame, summary, schedule, assume)

@@ -1,0 +1,188 @@
+"""Cost of one serving iteration (J, s) and the server's memory and idle power.
+
+:class:`GridCostModel` evaluates the per-phase predictors (:func:`llmco2.carbon.footprint.
+predict_footprint`: analytic features, physics prior, learned correction) once on a grid of
+(batch, context) shapes for one (model, GPU, TP, engine, dtype) and interpolates bilinearly in
+(log batch, log context) on log energy and log latency, so that a simulation of many thousand
+iterations never calls the predictor again.
+
+* Prefill of ``n`` sequences holding ``P`` tokens: the predicted prefill of a request with batch
+  ``n`` and ``P / n`` prompt tokens.
+* One decode step of ``B`` sequences at mean context ``c``: the predicted decode phase of a
+  request with batch ``B``, prompt ``c`` and ``DECODE_PROBE + 1`` generated tokens, divided by its
+  ``DECODE_PROBE`` steps (so the step sits at mean context ``c + DECODE_PROBE / 2``).
+* A mixed (chunked-prefill) iteration runs the decode tokens as one-token sequences of the same
+  forward pass: the prefill of ``n + B`` sequences over ``P + B`` tokens, plus the context-
+  dependent part of the decode step (its attention over the KV cache).
+
+Every iteration is held between idle power x latency (a busy GPU draws at least its idle power)
+and TDP x latency (the predictors' footprint already bounds latency by energy / TDP).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmco2.errors import InvalidInputError
+from llmco2.specs import GPU, ModelArch, Request
+
+log = logging.getLogger(__name__)
+Array = NDArray[np.float64]
+
+BATCH_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+CONTEXT_GRID = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+DECODE_PROBE = 8
+# Idle power of a data-centre GPU holding a loaded model, as a fraction of its TDP, where the
+# catalog has no idle figure: 120 W measured on an H100 SXM (700 W TDP) with NVML before this
+# project's own H100 sweep (shared/data/h100_hf/README.md: "Idle power read before: 120 W").
+IDLE_FRACTION_OF_TDP = 120.0 / 700.0
+# Share of GPU memory the engine may use (vLLM's default ``gpu_memory_utilization``, 0.9);
+# the rest holds the CUDA context, activations and graphs.
+GPU_MEMORY_UTILIZATION = 0.9
+
+
+class IterationCost(Protocol):
+    """Energy (J, all GPUs of the server) and latency (s) of serving iterations."""
+
+    def prefill(self, num_seqs: int, tokens: int) -> tuple[float, float]:
+        """An iteration prefilling ``tokens`` prompt tokens spread over ``num_seqs`` sequences."""
+        ...
+
+    def mixed(self, num_seqs: int, tokens: int, decode_batch: int, context: float) -> tuple[float, float]:
+        """A chunked-prefill iteration: a prefill plus one decode token for each of ``decode_batch`` sequences."""
+        ...
+
+    def decode(self, batch: int, context: Array) -> tuple[Array, Array]:
+        """Decode steps of ``batch`` sequences, one step per entry of ``context`` (mean KV length, tokens)."""
+        ...
+
+
+def idle_power_w(gpu: GPU, num_gpus: int) -> tuple[float, str]:
+    """Idle power of ``num_gpus`` GPUs (W) and where the figure comes from."""
+    if gpu.idle_power_w:
+        return float(gpu.idle_power_w) * num_gpus, f"catalog idle_power_w of {gpu.id}"
+    return IDLE_FRACTION_OF_TDP * gpu.tdp_w * num_gpus, (f"{IDLE_FRACTION_OF_TDP:.3f} x TDP ({gpu.id} has no catalog idle "
+                                                         "figure; 120 W of 700 W measured on an H100 SXM)")
+
+
+def memory_budget(arch: ModelArch, gpu: GPU, request: Request) -> dict[str, float]:
+    """Weights per GPU (bytes), KV bytes per token per GPU and the KV capacity (tokens) of the server.
+
+    From the analytic engine's memory model (:func:`llmco2.analytic.model.model_totals`):
+    ``weight_bytes_per_gpu`` and ``kv_cache_bytes_per_gpu`` of a one-sequence request, with
+    ``GPU_MEMORY_UTILIZATION`` of each GPU's memory usable. Raises when the weights leave no room.
+    """
+    from llmco2.analytic.layer import LayerBatch, analyze_layers
+    from llmco2.analytic.model import model_totals
+
+    probe = request.replace(batch_size=1, prompt_tokens=1023, generated_tokens=1)
+    totals = model_totals(analyze_layers(LayerBatch.from_items([(arch, probe, gpu)], validate=False)))
+    weights = float(totals.weight_bytes_per_gpu[0])
+    kv_per_token = float(totals.kv_cache_bytes_per_gpu[0]) / 1024.0
+    usable = gpu.memory_bytes * GPU_MEMORY_UTILIZATION
+    capacity = int((usable - weights) // kv_per_token) if kv_per_token > 0 else 0
+    if capacity < 1:
+        raise InvalidInputError(
+            f"the weights of {arch.id} take {weights / 1e9:.1f} GB per GPU, more than the {usable / 1e9:.1f} GB usable on "
+            f"{request.num_gpus} x {gpu.id}; use more GPUs (--gpus) or a smaller dtype", field="--gpus")
+    return {"weight_bytes_per_gpu": weights, "kv_bytes_per_token_per_gpu": kv_per_token, "kv_capacity_tokens": capacity}
+
+
+@dataclass
+class GridCostModel:
+    """Bilinear interpolation of predicted iteration costs on a (batch, context) grid.
+
+    Arrays ``*_j`` / ``*_s`` are (len(batches), len(contexts)): prefill of a batch at that prompt
+    length, and one decode step of a batch at that context. ``energy_scale`` multiplies every
+    iteration's energy (1.0 by default). ``decode_time_coef`` (a latency calibration, see
+    :mod:`llmco2.serving.calibration`) multiplies decode-step latency by
+    exp(c . [1, log B, log G, log B x log G]) at batch B (held within ``batch_range``) on G = ``num_gpus`` GPUs.
+    """
+
+    batches: Array
+    contexts: Array
+    prefill_j: Array
+    prefill_s: Array
+    decode_j: Array
+    decode_s: Array
+    idle_w: float
+    tdp_w: float
+    energy_scale: float = 1.0
+    num_gpus: int = 1
+    decode_time_coef: tuple[float, ...] | None = None
+    batch_range: tuple[float, float] = (1.0, 4096.0)
+
+    def __post_init__(self) -> None:
+        self._lb, self._lc = np.log(self.batches), np.log(self.contexts)
+        floor = self.idle_w
+        self._tables = {}
+        for name, e, t in (("prefill", self.prefill_j, self.prefill_s), ("decode", self.decode_j, self.decode_s)):
+            t = np.maximum(t, 1e-6)
+            e = np.clip(e, floor * t, self.tdp_w * t)
+            self._tables[name] = (np.log(e), np.log(t))
+
+    @classmethod
+    def from_predictor(cls, arch: ModelArch, gpu: GPU, request: Request, predictor: Any = None,
+                       idle_w: float | None = None, energy_scale: float = 1.0) -> GridCostModel:
+        """Evaluate the predictors for ``request``'s GPUs, dtype and engine on the grid (one call)."""
+        from llmco2.carbon.footprint import predict_footprint
+
+        max_ctx = max(arch.max_context - DECODE_PROBE - 1, CONTEXT_GRID[0])
+        contexts = [c for c in CONTEXT_GRID if c < max_ctx] + [max_ctx]
+        contexts = sorted(set(contexts))
+        items = [(arch, request.replace(batch_size=b, prompt_tokens=c, generated_tokens=DECODE_PROBE + 1), gpu)
+                 for b in BATCH_GRID for c in contexts]
+        fp = predict_footprint(items, predictor)
+        shape = (len(BATCH_GRID), len(contexts))
+        if idle_w is None:
+            idle_w = idle_power_w(gpu, request.num_gpus)[0]
+        return cls(np.array(BATCH_GRID, float), np.array(contexts, float),
+                   fp.prefill_j.reshape(shape), fp.prefill_latency_s.reshape(shape),
+                   (fp.decode_j / DECODE_PROBE).reshape(shape), (fp.decode_latency_s / DECODE_PROBE).reshape(shape),
+                   idle_w, gpu.tdp_w * request.num_gpus, energy_scale)
+
+    def _lookup(self, table: str, batch: float, context: Array) -> tuple[Array, Array]:
+        """Interpolated (J, s) at one batch size and many contexts (held at the grid's edges)."""
+        le, lt = self._tables[table]
+        lb = min(max(math.log(max(batch, 1.0)), self._lb[0]), self._lb[-1])
+        i = min(max(int(np.searchsorted(self._lb, lb)) - 1, 0), len(self._lb) - 2)
+        w = (lb - self._lb[i]) / (self._lb[i + 1] - self._lb[i])
+        lc = np.log(np.maximum(context, 1.0))  # np.interp holds the edge values beyond the grid
+        e_lo, e_hi = np.interp(lc, self._lc, le[i]), np.interp(lc, self._lc, le[i + 1])
+        t_lo, t_hi = np.interp(lc, self._lc, lt[i]), np.interp(lc, self._lc, lt[i + 1])
+        return np.exp(e_lo + w * (e_hi - e_lo)) * self.energy_scale, np.exp(t_lo + w * (t_hi - t_lo))
+
+    def prefill(self, num_seqs: int, tokens: int) -> tuple[float, float]:
+        n = max(int(num_seqs), 1)
+        e, t = self._lookup("prefill", n, np.array([tokens / n]))
+        # beyond the largest grid batch the prefill grows with the number of tokens
+        extra = max(n / self.batches[-1], 1.0)
+        return float(e[0] * extra), float(t[0] * extra)
+
+    def decode_time_factor(self, batch: float) -> float:
+        """The latency calibration's multiplier of a decode step at ``batch`` (1.0 without one)."""
+        if not self.decode_time_coef:
+            return 1.0
+        lb = math.log(min(max(batch, self.batch_range[0]), self.batch_range[1]))
+        ln = math.log(self.num_gpus)
+        c = self.decode_time_coef
+        return math.exp(c[0] + c[1] * lb + c[2] * ln + c[3] * lb * ln)
+
+    def decode(self, batch: int, context: Array) -> tuple[Array, Array]:
+        e, t = self._lookup("decode", batch, np.asarray(context, dtype=np.float64))
+        extra = max(batch / self.batches[-1], 1.0)
+        return e * extra, t * (extra * self.decode_time_factor(batch))
+
+    def mixed(self, num_seqs: int, tokens: int, decode_batch: int, context: float) -> tuple[float, float]:
+        e, t = self.prefill(num_seqs + decode_batch, tokens + decode_batch)
+        if decode_batch:
+            de, dt = self.decode(decode_batch, np.array([context, self.contexts[0]]))
+            e += max(de[0] - de[1], 0.0)
+            t += max(dt[0] - dt[1], 0.0)
+        return e, t

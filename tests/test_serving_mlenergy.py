@@ -1,0 +1,32 @@
+"""ML.ENERGY rows as serving measurements (``serving_rows``): the batch cap, task and J per output
+token travel with every imported row (real files; skipped when the shared data is absent)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llmco2.data.importers.mlenergy_v2 import import_mlenergy_v2
+from llmco2.data.importers.mlenergy_v2 import serving_rows as v2_rows
+from llmco2.data.importers.mlenergy_v3 import import_mlenergy_v3
+from llmco2.data.importers.mlenergy_v3 import serving_rows as v3_rows
+
+
+@pytest.mark.parametrize("name, rows_fn, import_fn", [
+    ("mlenergy_v2_2024.csv", v2_rows, import_mlenergy_v2),
+    ("mlenergy_v3_2025.csv", v3_rows, import_mlenergy_v3),
+])
+def test_serving_rows_keep_the_batch_cap_task_and_energy_per_token(shared_data, name, rows_fn, import_fn):
+    path = shared_data / "datacenter" / name
+    if not path.is_file():
+        pytest.skip(f"{path} is not in this copy of the shared data")
+    rows, dropped = rows_fn(path)
+    plain = import_fn(path)
+    assert len(rows) == len(plain.table) and dropped == plain.dropped
+    assert (rows["source_row"].to_numpy() == plain.table["source_row"].to_numpy()).all()
+    # the running batch never exceeds the configured cap; the per-token energy is energy / output tokens
+    assert (rows["batch_size"].to_numpy(float) <= rows["max_batch"].to_numpy(float) + 1e-6).all()
+    per_token = rows["energy_j"].to_numpy(float) / rows["generated_tokens"].to_numpy(float)
+    assert np.allclose(per_token, rows["j_per_output_token"].to_numpy(float), rtol=0.05)
+    assert rows["task"].notna().all()
+    assert not rows["task"].isin(["image-chat", "video-chat"]).any()
