@@ -117,29 +117,13 @@ class LayerBatch:
         One pass collects each row's counts and the codes of its architecture, GPU and request
         kind (dtypes, flags, engine); :meth:`from_parts` computes the rest once per distinct value.
         """
-        archs: dict[int, int] = {}
-        gpus: dict[int, int] = {}
-        kinds: dict[tuple, int] = {}
-        arch_list: list[ModelArch] = []
-        gpu_list: list[GPU] = []
-        kind_list: list[Request] = []
-        codes: tuple[list[int], list[int], list[int]] = ([], [], [])
-        counts: dict[str, list[int]] = {f: [] for f in ROW_COUNTS}
-        for arch, req, gpu in items:
-            if validate:
+        from llmco2.analytic.table import RequestTable  # table builds on this module
+
+        items = list(items)
+        if validate:
+            for arch, req, gpu in items:
                 validate_request(req, arch, gpu)
-            for table, lst, key, obj, out in ((archs, arch_list, id(arch), arch, codes[0]), (gpus, gpu_list, id(gpu), gpu, codes[1]),
-                                              (kinds, kind_list, request_kind_key(req), req, codes[2])):
-                c = table.get(key)
-                if c is None:
-                    c = table[key] = len(lst)
-                    lst.append(obj)
-                out.append(c)
-            for f, attr in ROW_COUNTS.items():
-                counts[f].append(getattr(req, attr))
-        arrays = [np.asarray(c, dtype=np.int64) for c in codes]
-        return cls.from_parts(arch_list, arrays[0], gpu_list, arrays[1], kind_list, arrays[2],
-                              {f: np.asarray(v, dtype=np.float64) for f, v in counts.items()})
+        return RequestTable.from_items(items).layer_batch()
 
     @classmethod
     def from_parts(cls, archs: Sequence[ModelArch], arch_code: NDArray[np.int64], gpus: Sequence[GPU], gpu_code: NDArray[np.int64],

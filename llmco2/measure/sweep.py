@@ -74,11 +74,11 @@ class SweepOptions:
     seed: int = 0
     progress: bool = True
     decode_mode: str = "eager"
-    min_window_s: float = 1.0
-    min_periods: float = 20.0
-    target_bound: float = 0.015
-    flag_bound: float = 0.02
-    max_passes: int = 100_000
+    min_window_s: float = WindowPolicy.min_window_s
+    min_periods: float = WindowPolicy.min_periods
+    target_bound: float = WindowPolicy.target_bound
+    flag_bound: float = WindowPolicy.flag_bound
+    max_passes: int = WindowPolicy.max_passes
     probe_s: float = 2.0
 
     def __post_init__(self) -> None:

@@ -53,12 +53,12 @@ class MeasureConfig:
     dry_run: bool = False
     progress: bool = False
     decode_mode: str = "eager"
-    min_window_s: float = 1.0
-    min_periods: float = 20.0
-    target_bound: float = 0.015
-    flag_bound: float = 0.02
-    max_passes: int = 100_000
-    probe_s: float = 2.0
+    min_window_s: float = SweepOptions.min_window_s
+    min_periods: float = SweepOptions.min_periods
+    target_bound: float = SweepOptions.target_bound
+    flag_bound: float = SweepOptions.flag_bound
+    max_passes: int = SweepOptions.max_passes
+    probe_s: float = SweepOptions.probe_s
 
 
 ConfigStore.instance().store(name="measure_schema", node=MeasureConfig)
@@ -78,10 +78,12 @@ def options_from_cfg(cfg: Any) -> SweepOptions:
         retry_failed=bool(data.get("retry_failed", False)), model_paths=parse_model_paths(data.get("model_paths") or {}),
         method=str(data.get("method", "auto")), power_interval_s=float(data.get("power_interval_s", 0.02)),
         seed=int(data.get("seed", 0)), progress=bool(data.get("progress", False)),
-        decode_mode=str(data.get("decode_mode", "eager")), min_window_s=float(data.get("min_window_s", 1.0)),
-        min_periods=float(data.get("min_periods", 20.0)), target_bound=float(data.get("target_bound", 0.015)),
-        flag_bound=float(data.get("flag_bound", 0.02)), max_passes=int(data.get("max_passes", 100_000)),
-        probe_s=float(data.get("probe_s", 2.0)),
+        decode_mode=str(data.get("decode_mode", "eager")),
+        min_window_s=float(data.get("min_window_s", SweepOptions.min_window_s)),
+        min_periods=float(data.get("min_periods", SweepOptions.min_periods)),
+        target_bound=float(data.get("target_bound", SweepOptions.target_bound)),
+        flag_bound=float(data.get("flag_bound", SweepOptions.flag_bound)),
+        max_passes=int(data.get("max_passes", SweepOptions.max_passes)), probe_s=float(data.get("probe_s", SweepOptions.probe_s)),
     )
 
 

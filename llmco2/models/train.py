@@ -27,6 +27,7 @@ from llmco2.graph.features import ENGINE_LEVELS, FEATURE_SCHEMA_VERSION, GraphAr
 from llmco2.graph.scaling import FeatureScaler
 from llmco2.graph.views import view
 from llmco2.models.dataset import EnergyData, from_items
+from llmco2.models.export import read_checkpoint
 from llmco2.models.gnn import LLMCO2Net
 from llmco2.models.head import OutputHead, PhasePrediction, device_group
 from llmco2.models.intervals import IntervalCalibration
@@ -275,12 +276,7 @@ class GNNPredictor:
         p = Path(path)
         if not p.is_file():
             raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="checkpoint")
-        try:
-            state = torch.load(p, map_location="cpu", weights_only=False)
-        except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input error
-            raise InvalidInputError(f"{p} is not an llmco2 checkpoint ({type(exc).__name__})", field="checkpoint") from None
-        if not isinstance(state, dict) or state.get("kind") != "llmco2-gnn":
-            raise InvalidInputError(f"{p} is not an llmco2 GNN checkpoint", field="checkpoint")
+        state = read_checkpoint(p)
         if state.get("feature_schema_version") != FEATURE_SCHEMA_VERSION or "head" not in state:
             raise InvalidInputError(
                 f"{p} was trained with feature schema version {state.get('feature_schema_version')}, this llmco2 computes "

@@ -370,3 +370,15 @@ def interleave(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     out = pd.concat(frames, ignore_index=True)
     order = np.lexsort((np.repeat(np.arange(len(frames)), [len(f) for f in frames]), out["source_row"].to_numpy()))
     return out.iloc[order].reset_index(drop=True)
+
+
+def with_source_columns(result: ImportResult, path: Path, columns: Mapping[str, str]) -> pd.DataFrame:
+    """The imported rows of ``result`` joined with source columns the canonical table does not keep:
+    ``columns`` maps a column of the file at ``path`` to its name in the output. Rows are matched by
+    ``source_row`` (the file line; line 1 is the header)."""
+    raw = pd.read_csv(Path(path), usecols=list(columns))
+    src = raw.iloc[result.table["source_row"].to_numpy(dtype=np.int64) - 2].reset_index(drop=True)
+    out = result.table.copy()
+    for col, name in columns.items():
+        out[name] = src[col].to_numpy()
+    return out

@@ -35,6 +35,7 @@ from llmco2.data.importers.base import (
     read_csv,
     resolve_ids,
     text,
+    with_source_columns,
 )
 
 FORMAT = "mlenergy_v3"
@@ -108,9 +109,5 @@ def serving_rows(path: Path) -> tuple[pd.DataFrame, dict[str, int]]:
     average power (W, all GPUs), median inter-token latency (ms), expert parallelism and weight
     precision. Also returns the import's drop counts by reason."""
     result = import_mlenergy_v3(path)
-    raw = pd.read_csv(Path(path), usecols=list(SERVING_COLUMNS))
-    src = raw.iloc[result.table["source_row"].to_numpy(dtype=np.int64) - 2].reset_index(drop=True)  # line 1 is the header
-    out = result.table.copy()
-    for col, name in SERVING_COLUMNS.items():
-        out[name] = src[col].to_numpy()
+    out = with_source_columns(result, Path(path), SERVING_COLUMNS)
     return out, dict(result.dropped)
