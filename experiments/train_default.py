@@ -27,7 +27,7 @@ the validation rows; with ``--out-of-domain``, the intervals of requests outside
 domain come from the residuals of held-out devices (``predictions.csv`` of leave-one-device-out
 runs, e.g. ``outputs/experiments/lodo_datacenter/*llmco2*/predictions.csv``).
 
-    python experiments/train_default.py [--epochs 200] [--out llmco2/models/checkpoints/default.pt]
+    python experiments/train_default.py [--epochs 200] [--feature-view no_hardware] [--out llmco2/models/checkpoints/default.pt]
                                         [--out-of-domain RUN/predictions.csv ...]
 """
 
@@ -66,6 +66,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("llmco2/models/checkpoints/default.pt"))
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--feature-view", default="no_hardware",
+                        help="network input view (llmco2.graph.views): no_hardware keeps the GPU's raw catalog "
+                             "numbers out of the network, so an unseen GPU is corrected inside trained ranges")
     parser.add_argument("--out-of-domain", nargs="*", type=Path, default=[],
                         help="predictions.csv of held-out-device runs: calibrate the out-of-domain intervals")
     args = parser.parse_args()
@@ -83,7 +86,7 @@ def main() -> None:
     train = energy_data(split.frame(rows, "train"))
     val = energy_data(split.frame(rows, "val"))
     timed = table[(table["source"] != "wilkins") & (table["level"] != "steady_state")].reset_index(drop=True)
-    model = GNNPredictor(TrainConfig(max_epochs=args.epochs, seed=args.seed))
+    model = GNNPredictor(TrainConfig(max_epochs=args.epochs, seed=args.seed, feature_view=args.feature_view))
     model.fit(train, val, latency_data=latency_table_rows(timed))
     if args.out_of_domain:
         held = pd.concat([pd.read_csv(p) for p in args.out_of_domain], ignore_index=True)

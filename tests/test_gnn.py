@@ -104,12 +104,34 @@ def test_rows_without_energy_or_catalog_entries_are_counted() -> None:
     assert sum(data.excluded.values()) == 3
 
 
-@pytest.mark.parametrize("view_name", ["no_phase_split", "no_roofline", "nnlqp"])
+@pytest.mark.parametrize("view_name", ["no_phase_split", "no_roofline", "nnlqp", "no_hardware"])
 def test_feature_views_train(view_name: str) -> None:
     data = energy_data(synthetic_table(40))
     model = GNNPredictor(TrainConfig(hidden=8, max_epochs=2, feature_view=view_name, use_prior=view_name != "nnlqp"))
     model.fit(data)
     assert np.all(model.predict_rows(data) > 0)
+
+
+def test_no_hardware_view_drops_only_the_raw_catalog_numbers() -> None:
+    """Two GPUs with the same request: the ``no_hardware`` view removes the five raw catalog
+    columns (peak rate, memory and link bandwidth, TDP, memory size) and keeps the rest, roofline
+    times included, which still tell the GPUs apart."""
+    from llmco2.analytic.layer import LayerBatch, analyze_layers
+    from llmco2.analytic.model import model_totals
+    from llmco2.graph.features import GLOBAL_FEATURES, build_graph_arrays
+    from llmco2.graph.views import RAW_HARDWARE_GLOBALS, view
+    from llmco2.specs import Request, get_gpu, get_model
+
+    arch = get_model("qwen2-0.5b")
+    items = [(arch, Request(batch_size=2, prompt_tokens=64, generated_tokens=9), get_gpu(g)) for g in ("a100-80gb", "h100-sxm")]
+    analysis = analyze_layers(LayerBatch.from_items(items))
+    g = build_graph_arrays(analysis, model_totals(analysis))
+    v = view(g, "no_hardware")
+    keep = [i for i, f in enumerate(GLOBAL_FEATURES) if f not in RAW_HARDWARE_GLOBALS]
+    assert v.u.shape[1] == len(GLOBAL_FEATURES) - 5 == len(keep)
+    np.testing.assert_array_equal(v.u, g.u[:, keep])
+    np.testing.assert_array_equal(v.x, g.x)
+    assert not np.array_equal(v.u[0], v.u[1])  # roofline times differ between the GPUs
 
 
 @pytest.mark.parametrize("name", ["gbt", "deepen", "llmcarbon"])

@@ -68,11 +68,12 @@ def test_launch_overhead_dominates_small_batch_decode_and_depends_on_the_engine(
     analysis = analyze_layers(LayerBatch.from_items(items))
     x = PhaseInputs.build(items, analysis, model_totals(analysis))
     prior = PhysicsPrior(efficiency={"datacentre": [1.0, 1.0]}, launch_us={"hf": 20.0, "vllm": 2.0},
-                         step_ms={"hf": 2.0, "vllm": 1.5})
+                         step_ms={"hf": 2.0, "vllm": 1.5}, sequence_us={"hf": 5.0, "vllm": 20.0})
     lat, busy = prior.latency_s(x)
     kernels = x.kernels[0]
     assert kernels > 32 * 10  # every layer's kernels, launched each step
-    assert lat[0, 1] == pytest.approx(max(busy[0, 1], 127 * kernels * 20e-6) + 127 * 2e-3)
+    assert x.collectives.tolist() == [0.0, 0.0]  # one GPU: no all-reduce
+    assert lat[0, 1] == pytest.approx(max(busy[0, 1], 127 * kernels * 20e-6) + 127 * (2e-3 + 1 * 5e-6))
     assert lat[0, 1] > 1.5 * lat[1, 1] and lat[1, 1] < 1.5 * busy[1, 1] + 127 * 1.5e-3
     energy, _ = prior.energy_j(x)
     assert energy[0, 1] / lat[0, 1] < energy[1, 1] / lat[1, 1]  # launch-bound: lower average power
@@ -147,3 +148,48 @@ def test_engines_never_trained_on_reach_the_network_as_unknown() -> None:
     assert u[0, GLOBAL_FEATURES.index("engine_vllm")] == 1
     assert u[1, GLOBAL_FEATURES.index("engine_hf")] == 0 and u[1, GLOBAL_FEATURES.index("engine_unknown")] == 1
     assert OutputHead(EnergyTarget(np.zeros(2), np.ones(2))).network_analysis(analysis) is analysis
+
+
+def test_tensor_parallel_all_reduce_latency_and_per_sequence_cost_per_step() -> None:
+    """Two all-reduces per layer and step on more than one GPU (hand count: 32 layers x 2 = 64),
+    each costing the prior's latency; the per-sequence cost scales with the batch."""
+    arch, gpu = get_model("llama3.1-8b"), get_gpu("h100-sxm")
+    reqs = [Request(batch_size=b, prompt_tokens=128, generated_tokens=65, num_gpus=n, tensor_parallel=n)
+            for b, n in ((1, 1), (1, 2), (16, 2))]
+    items = [(arch, r, gpu) for r in reqs]
+    analysis = analyze_layers(LayerBatch.from_items(items))
+    x = PhaseInputs.build(items, analysis, model_totals(analysis))
+    assert x.collectives.tolist() == [0.0, 64.0, 64.0]
+    assert x.sequences.tolist() == [1.0, 1.0, 16.0]
+    base = PhysicsPrior(efficiency={"datacentre": [1.0, 1.0]}, launch_us={"vllm": 0.0}, step_ms={"vllm": 1.0},
+                        sequence_us={"vllm": 0.0}, collective_us=0.0)
+    more = PhysicsPrior(efficiency={"datacentre": [1.0, 1.0]}, launch_us={"vllm": 0.0}, step_ms={"vllm": 1.0},
+                        sequence_us={"vllm": 30.0}, collective_us=25.0)
+    lat0, _ = base.latency_s(x)
+    lat1, _ = more.latency_s(x)
+    steps = 64  # generated - 1 decode steps
+    assert lat1[0, 1] - lat0[0, 1] == pytest.approx(steps * 30e-6)
+    assert lat1[1, 1] - lat0[1, 1] == pytest.approx(steps * (30e-6 + 64 * 25e-6))
+    assert lat1[2, 1] - lat0[2, 1] == pytest.approx(steps * (16 * 30e-6 + 64 * 25e-6))
+
+
+def test_power_model_units_compute_bound_prefill_draws_more_than_memory_bound_decode() -> None:
+    """Power model ``units``: utilisation = a_c x compute share + a_m x memory share of each GPU's
+    time; stays between idle and the power limit on every GPU count."""
+    arch, gpu = get_model("llama3.1-8b"), get_gpu("h100-sxm")
+    items = [(arch, Request(batch_size=8, prompt_tokens=2048, generated_tokens=129, num_gpus=n, tensor_parallel=n), gpu)
+             for n in (1, 2, 4)]
+    analysis = analyze_layers(LayerBatch.from_items(items))
+    x = PhaseInputs.build(items, analysis, model_totals(analysis))
+    prior = PhysicsPrior(efficiency={"datacentre": [0.6, 0.6]}, activity=np.array([0.9, 0.8]))
+    energy, lat = prior.energy_j(x)
+    power = energy / lat / x.num_gpus[:, None]
+    assert np.all(power[:, 0] > power[:, 1])  # compute-bound prefill above memory-bound decode
+    assert np.all(power >= x.idle_w[:, None] - 1e-9) and np.all(power <= x.tdp_w[:, None] + 1e-9)
+    _, busy = prior.latency_s(x)
+    u = prior.utilisation(x, lat, busy)
+    gpu_s = lat * x.num_gpus[:, None]
+    want = np.clip(0.9 * np.minimum(x.compute_s / gpu_s, 1) + 0.8 * np.minimum(x.memory_s / gpu_s, 1), 0, 1)
+    np.testing.assert_allclose(u, want)
+    old = PhysicsPrior.from_state_dict({"efficiency": {}, "activity": [0.5, 0.5]})
+    assert old.power_model == "phase" and old.collective_us == 0.0 and old.sequence_us == {}

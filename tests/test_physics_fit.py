@@ -56,3 +56,34 @@ def test_usable_rows_drop_quantised_counter_readings() -> None:
     kept, left = usable_rows(table)
     assert kept["energy_j"].tolist() == [300.0]
     assert sum(left.values()) == 3 and left["flag counter_quantised"] == 1
+
+
+def test_fit_recovers_all_reduce_latency_and_per_sequence_overhead() -> None:
+    """Latencies made by a known prior on one, two and four GPUs at batch 1-32 give back, from the
+    rows alone (``prior_weight=0``), the all-reduce latency (which only multi-GPU rows inform), the
+    per-step and per-sequence overheads and the efficiencies; the activity pair of the power model
+    is fitted from energies the same prior made. With the default pull towards the catalog
+    priors the fitted latencies still match the rows."""
+    rows = []
+    for n, seed in ((1, 2), (2, 3), (4, 4)):
+        for r in _rows("vllm", 40, seed):
+            rows.append({**r, "num_devices": n, "tensor_parallel": n})
+    table = pd.DataFrame(rows)
+    data = energy_data(table)
+    truth = PhysicsPrior(efficiency={"h100-sxm": [0.5, 0.7]}, launch_us={"vllm": 2.0}, step_ms={"vllm": 1.0},
+                         sequence_us={"vllm": 40.0}, collective_us=25.0, activity=np.array([0.8, 0.6]))
+    x = PhaseInputs.build(data.items, *data.analysis())
+    assert set(np.unique(x.collectives)) == {0.0, 64.0}  # llama3.1-8b: 32 layers x 2 all-reduces
+    energy, lat = truth.energy_j(x)
+    pick = lambda v: np.where(data.phase == 0, v[data.config][:, 0], v[data.config][:, 1])  # noqa: E731
+    table["latency_s"], table["energy_j"] = pick(lat), pick(energy)
+    fitted = energy_data(table)
+    fit = fit_physics(fitted, fitted, prior_weight=0.0)
+    assert fit.collective_us == pytest.approx(25.0, rel=0.02)
+    assert fit.sequence_us["vllm"] == pytest.approx(40.0, rel=0.02)
+    assert fit.step_ms["vllm"] == pytest.approx(1.0, rel=0.02)
+    assert fit.efficiency["h100-sxm"] == pytest.approx([0.5, 0.7], rel=0.02)
+    assert fit.fit_report["collective_rows"] > 0
+    assert fit.activity.tolist() == pytest.approx([0.8, 0.6], abs=0.03)
+    pulled = fit_physics(fitted, fitted)
+    assert pulled.fit_report["latency_median_ape_per_engine"]["vllm"]["median_ape"] < 0.02

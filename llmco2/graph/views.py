@@ -8,8 +8,12 @@ import numpy as np
 from llmco2.analytic.layer import KERNEL_NAMES
 from llmco2.graph.features import GLOBAL_FEATURES, NODE_FEATURES, PHASE_FEATURES, GraphArrays
 
-VIEWS = ("full", "no_phase_split", "no_roofline", "nnlqp")
+VIEWS = ("full", "no_phase_split", "no_roofline", "nnlqp", "no_hardware")
 ROOFLINE_FEATURES = ("log_perf", "log_intensity", "log_time_us", "bound_compute", "bound_memory", "bound_network")
+#: The GPU's raw catalog numbers among the global features (the ``no_hardware`` view drops them: the
+#: hardware then reaches the network only through the roofline quantities of each kernel, which keeps
+#: an unseen GPU inside the ranges the network was trained on).
+RAW_HARDWARE_GLOBALS = ("log_peak_ops_per_s", "log_mem_bw", "log_net_bw", "log_tdp_w", "log_mem_capacity")
 HARDWARE_GLOBALS = ("log_peak_ops_per_s", "log_mem_bw", "log_net_bw", "log_tdp_w", "log_mem_capacity", "prefill_log_time_us",
                     "decode_log_time_us")
 
@@ -42,6 +46,8 @@ def view(g: GraphArrays, name: str) -> GraphArrays:
         u = np.delete(u, [GLOBAL_FEATURES.index(f"{ph}_log_time_us") for ph in ("prefill", "decode")], axis=1)
     elif name == "no_phase_split":
         x = _merge_phases(x, PHASE_FEATURES)
+    elif name == "no_hardware":
+        u = np.delete(u, [GLOBAL_FEATURES.index(f) for f in RAW_HARDWARE_GLOBALS], axis=1)
     elif name == "nnlqp":
         x = _merge_phases(x, tuple(f for f in PHASE_FEATURES if f not in ROOFLINE_FEATURES))
         u = np.delete(u, [GLOBAL_FEATURES.index(f) for f in HARDWARE_GLOBALS], axis=1)

@@ -9,9 +9,18 @@ for decode and ``kernels`` = kernels of the layer DAG x layers + embedding, fina
   median of its group, data-centre GPUs or edge modules/SoCs, so an unseen GPU is predicted from
   its catalog numbers alone),
 * ``t_launch = steps x kernels x launch_overhead(engine)`` — the host time to launch the kernels,
-* ``latency = max(t_busy, t_launch) + steps x step_overhead(engine)`` (s),
-* ``utilisation = activity[phase] x t_busy / latency`` (the share of the time the GPU works at the
-  roofline, times a fitted activity at full load),
+* ``t_collective = steps x collectives x collective_latency`` — the fixed cost of each
+  tensor-parallel all-reduce (``collectives`` = all-reduce kernels of the DAG x layers, zero on one
+  GPU): a decode step's all-reduce moves a few kilobytes, so its time is the latency floor of the
+  collective and the wait for the slowest rank, not bytes / bandwidth (the roofline's network term),
+* ``latency = max(t_busy, t_launch) + t_collective + steps x step_overhead(engine)`` (s),
+* ``utilisation = activity[0] x t_compute / (GPUs x latency) + activity[1] x t_memory / (GPUs x latency)``
+  (power model ``units``, the default): the mean share of the time each GPU's arithmetic units and
+  memory system are busy (``t_compute`` = operations / peak rate and ``t_memory`` = bytes / bandwidth,
+  summed over the GPUs), each weighted by a fitted fraction of the dynamic power range at full use,
+  so that prefill (compute-bound) and decode (memory- or launch-bound) draw different power for the
+  same physical reason on every GPU. (Power model ``phase``, kept for older checkpoints:
+  ``activity[phase] x t_busy / latency``.)
 * ``power = num_gpus x (idle + (power limit - idle) x utilisation)`` (W), ``energy = latency x power`` (J).
 
 The hardware enters only through catalog numbers (peaks, bandwidths, TDP, idle power), the engine
@@ -45,6 +54,12 @@ Item = tuple[ModelArch, Request, GPU]
 #: idle figure for the data-centre GPUs of the catalog; the only published value (RK3588 module,
 #: 4.5 of 12 W) is used directly for that device.
 IDLE_FRACTION_OF_TDP = 0.17
+#: Prior for the latency of one tensor-parallel all-reduce of a decode step (microseconds), refitted
+#: on training rows with more than one GPU. Source: sgl-project/sglang pull request 2904 (2025), unit
+#: test on H100 without CUDA graphs: vLLM's custom all-reduce of 4-32 KB (one token's hidden state)
+#: takes 8.5-11.8 us at TP 2, 4 and 8; NCCL's is slower for such sizes.
+COLLECTIVE_LATENCY_US = 10.0
+ALL_REDUCE_KERNELS = tuple(k for k in KERNEL_NAMES if k.startswith("all_reduce"))
 #: Embedding, final norm and LM head: kernels launched per step besides the layers'.
 HEAD_KERNELS = 3
 MIN_TIME_S = 1e-9
@@ -73,8 +88,12 @@ class PhaseInputs:
     """Per-request quantities the prior needs, as ``[n]`` or ``[n, 2]`` arrays."""
 
     roofline_s: NDArray[np.float64]  # [n, 2] roofline time of prefill and decode
+    compute_s: NDArray[np.float64]  # [n, 2] operations / peak rate, summed over the GPUs
+    memory_s: NDArray[np.float64]  # [n, 2] memory bytes / bandwidth, summed over the GPUs
     steps: NDArray[np.float64]  # [n, 2] 1 and generated - 1
     kernels: NDArray[np.float64]  # [n] kernel launches per step
+    sequences: NDArray[np.float64]  # [n] sequences per step (the batch size)
+    collectives: NDArray[np.float64]  # [n] tensor-parallel all-reduces per step (0 on one GPU)
     num_gpus: NDArray[np.float64]  # [n]
     tdp_w: NDArray[np.float64]  # [n] power limit of one GPU
     idle_w: NDArray[np.float64]  # [n] idle power of one GPU
@@ -85,26 +104,30 @@ class PhaseInputs:
     def take(self, idx: NDArray[np.int64]) -> PhaseInputs:
         """The requests at ``idx``."""
         pick = [list(np.asarray(v, dtype=object)[idx]) for v in (self.engines, self.devices, self.groups)]
-        return PhaseInputs(self.roofline_s[idx], self.steps[idx], self.kernels[idx], self.num_gpus[idx], self.tdp_w[idx],
-                           self.idle_w[idx], *pick)
+        return PhaseInputs(self.roofline_s[idx], self.compute_s[idx], self.memory_s[idx], self.steps[idx], self.kernels[idx], self.sequences[idx], self.collectives[idx],
+                           self.num_gpus[idx], self.tdp_w[idx], self.idle_w[idx], *pick)
 
     @classmethod
     def build(cls, items: Sequence[Item], analysis: LayerAnalysis, totals: ModelTotals) -> PhaseInputs:
         b = analysis.batch
         roof = np.stack([np.maximum(totals.totals[p]["time_s"], 0.0) for p in PHASE_NAMES], axis=1)
+        comp = np.stack([totals.totals[p]["ops"] for p in PHASE_NAMES], axis=1) / b.peak_ops_per_s[:, None]
+        mem = np.stack([totals.totals[p]["mem_bytes"] for p in PHASE_NAMES], axis=1) / b.mem_bw_bytes_per_s[:, None]
         gen = b.generated
         steps = np.stack([np.ones_like(gen), np.maximum(gen - 1.0, 0.0)], axis=1)
         per_layer = np.sum([analysis.present[k].astype(np.float64) for k in KERNEL_NAMES], axis=0)
         kernels = per_layer * b.layers + HEAD_KERNELS
+        collectives = np.sum([analysis.present[k].astype(np.float64) for k in ALL_REDUCE_KERNELS], axis=0) * b.layers
         idle = np.array([idle_power_w(g) for _, _, g in items], dtype=np.float64)
-        return cls(roof, steps, kernels, b.num_gpus.astype(np.float64), b.tdp_w.astype(np.float64), idle,
+        return cls(roof, comp.astype(np.float64), mem.astype(np.float64), steps, kernels, b.batch.astype(np.float64), collectives, b.num_gpus.astype(np.float64), b.tdp_w.astype(np.float64), idle,
                    [cached_engine_id(r.engine) for _, r, _ in items], [g.id for _, _, g in items], [device_group(g) for _, _, g in items])
 
 
-def _catalog_priors() -> tuple[dict[str, float], dict[str, float]]:
+def _catalog_priors() -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     launch = {e.id: e.launch_overhead_us for e in engine_catalog()}
     step = {e.id: e.step_overhead_ms for e in engine_catalog()}
-    return launch, step
+    seq = {e.id: e.sequence_overhead_us for e in engine_catalog()}
+    return launch, step, seq
 
 
 @dataclass
@@ -116,9 +139,12 @@ class PhysicsPrior:
             GPUs, latency = roofline time / efficiency); kept selectable for comparisons.
         efficiency: device id or group (``edge``, ``datacentre``) -> fraction of the roofline
             reached in prefill and decode.
-        activity: ``[2]`` utilisation at full roofline load (fraction of the dynamic power range).
+        activity: ``[2]`` fraction of the dynamic power range at full use of the arithmetic units and
+            of the memory bandwidth (power model ``units``), or per phase (``phase``).
+        power_model: ``"units"`` or ``"phase"`` (see the module docstring).
         launch_us: engine id -> launch overhead per kernel (microseconds).
         step_ms: engine id -> framework overhead per step (milliseconds).
+        collective_us: latency of one tensor-parallel all-reduce (microseconds).
         fitted_engines: engines whose overheads were fitted on rows (the others keep priors).
         fit_report: rows and median latency error of the fit, per engine.
     """
@@ -126,8 +152,11 @@ class PhysicsPrior:
     mode: str = "physical"
     efficiency: dict[str, list[float]] = field(default_factory=dict)
     activity: NDArray[np.float64] = field(default_factory=lambda: np.array([1.0, 1.0]))
+    power_model: str = "units"
     launch_us: dict[str, float] = field(default_factory=lambda: _catalog_priors()[0])
     step_ms: dict[str, float] = field(default_factory=lambda: _catalog_priors()[1])
+    sequence_us: dict[str, float] = field(default_factory=lambda: _catalog_priors()[2])
+    collective_us: float = COLLECTIVE_LATENCY_US
     fitted_engines: list[str] = field(default_factory=list)
     fit_report: dict[str, Any] = field(default_factory=dict)
 
@@ -139,12 +168,15 @@ class PhysicsPrior:
                           for d, g in (k.split("|") for k in uniq)], dtype=np.float64).reshape(-1, 2)
         return table[inverse.reshape(-1)]
 
-    def overheads(self, engines: Sequence[str]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """``[n]`` launch overhead per kernel and per-step overhead (s) of each request's engine."""
+    def overheads(self, engines: Sequence[str]) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """``[n]`` launch overhead per kernel, overhead per step and per sequence of a step (s) of
+        each request's engine."""
         uniq, inverse = np.unique(np.asarray(engines, dtype=str), return_inverse=True)
         launch = np.array([self.launch_us.get(e, self.launch_us.get("unknown", 8.0)) for e in uniq]) * 1e-6
         step = np.array([self.step_ms.get(e, self.step_ms.get("unknown", 1.5)) for e in uniq]) * 1e-3
-        return launch[inverse.reshape(-1)], step[inverse.reshape(-1)]
+        seq = np.array([self.sequence_us.get(e, self.sequence_us.get("unknown", 0.0)) for e in uniq]) * 1e-6
+        inv = inverse.reshape(-1)
+        return launch[inv], step[inv], seq[inv]
 
     def latency_s(self, x: PhaseInputs) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """``([n, 2] latency (s), [n, 2] busy time (s))``; an empty phase (0 steps) takes 0 s."""
@@ -152,16 +184,22 @@ class PhysicsPrior:
         if self.mode == "tdp":
             lat = busy
         else:
-            launch, step = self.overheads(x.engines)
-            lat = np.maximum(busy, x.steps * (x.kernels * launch)[:, None]) + x.steps * step[:, None]
+            launch, step, seq = self.overheads(x.engines)
+            per_step = step + x.sequences * seq + x.collectives * (self.collective_us * 1e-6)
+            lat = np.maximum(busy, x.steps * (x.kernels * launch)[:, None]) + x.steps * per_step[:, None]
         lat = np.where(x.steps > 0, np.maximum(lat, MIN_TIME_S), 0.0)
         return lat, busy
 
     def utilisation(self, x: PhaseInputs, lat: NDArray[np.float64], busy: NDArray[np.float64]) -> NDArray[np.float64]:
         """``[n, 2]`` fraction of the dynamic power range (0-1)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(lat > 0, busy / np.where(lat > 0, lat, 1.0), 0.0)
-        return np.clip(self.activity * np.minimum(frac, 1.0), 0.0, 1.0)
+        safe = np.where(lat > 0, lat, 1.0)
+        if self.power_model == "phase":
+            frac = np.where(lat > 0, busy / safe, 0.0)
+            return np.clip(self.activity * np.minimum(frac, 1.0), 0.0, 1.0)
+        gpu_s = safe * x.num_gpus[:, None]
+        comp = np.where(lat > 0, np.minimum(x.compute_s / gpu_s, 1.0), 0.0)
+        mem = np.where(lat > 0, np.minimum(x.memory_s / gpu_s, 1.0), 0.0)
+        return np.clip(self.activity[0] * comp + self.activity[1] * mem, 0.0, 1.0)
 
     def energy_j(self, x: PhaseInputs) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """``([n, 2] prior energy (J), [n, 2] latency (s))``."""
@@ -173,19 +211,26 @@ class PhysicsPrior:
         return lat * power, lat
 
     def state_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "efficiency": {k: list(v) for k, v in self.efficiency.items()}, "activity": self.activity.tolist(),
+        return {"mode": self.mode, "power_model": self.power_model, "efficiency": {k: list(v) for k, v in self.efficiency.items()},
+                "activity": self.activity.tolist(),
                 "launch_us": dict(self.launch_us), "step_ms": dict(self.step_ms),
+                "sequence_us": dict(self.sequence_us), "collective_us": self.collective_us,
                 "fitted_engines": list(self.fitted_engines), "fit_report": self.fit_report}
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any] | None) -> PhysicsPrior:
+        """The prior a checkpoint stored. Entries a checkpoint predates keep their earlier behaviour:
+        power model ``phase``, no per-sequence or all-reduce cost."""
         if not state:
             return cls()
-        launch, step = _catalog_priors()
-        return cls(state.get("mode", "physical"), {k: [float(a) for a in v] for k, v in state["efficiency"].items()},
-                   np.asarray(state["activity"], dtype=float), {**launch, **state.get("launch_us", {})},
-                   {**step, **state.get("step_ms", {})}, list(state.get("fitted_engines", [])),
-                   dict(state.get("fit_report", {})))
+        launch, step, _ = _catalog_priors()
+        return cls(mode=state.get("mode", "physical"),
+                   efficiency={k: [float(a) for a in v] for k, v in state["efficiency"].items()},
+                   activity=np.asarray(state["activity"], dtype=float), power_model=state.get("power_model", "phase"),
+                   launch_us={**launch, **state.get("launch_us", {})}, step_ms={**step, **state.get("step_ms", {})},
+                   sequence_us={k: float(v) for k, v in state.get("sequence_us", {}).items()},
+                   collective_us=float(state.get("collective_us", 0.0)),
+                   fitted_engines=list(state.get("fitted_engines", [])), fit_report=dict(state.get("fit_report", {})))
 
 
 def known_engines() -> list[str]:

@@ -9,6 +9,9 @@
    so that tens of thousands of edge rows do not drown a few hundred data-centre ones, and a weak
    penalty (:data:`PRIOR_WEIGHT`) keeps overheads near the catalog priors where rows say little.
    Engines without rows keep the catalog priors; ``unknown`` takes the median of the fitted engines.
+   The latency of one tensor-parallel all-reduce is fitted too (one value for every GPU and engine)
+   where at least :data:`MIN_ENGINE_ROWS` latency rows run on more than one GPU, else it keeps its
+   sourced prior (:data:`llmco2.models.physics.COLLECTIVE_LATENCY_US`).
 2. Power: the activity per phase (the utilisation at full roofline load), on a grid, minimising the
    same weighted error of the energy prior against measured energy.
 """
@@ -69,9 +72,10 @@ def latency_table_rows(table: pd.DataFrame) -> EnergyData:
 
 
 def fit_physics(latency_data: EnergyData, energy_rows: EnergyData | None = None, mode: str = "physical",
-                seed: int = 0) -> PhysicsPrior:
+                seed: int = 0, prior_weight: float = PRIOR_WEIGHT) -> PhysicsPrior:
     """Fitted prior from the rows of ``latency_data`` that carry ``latency_s`` and (for the power
-    model) the rows of ``energy_rows``."""
+    model) the rows of ``energy_rows``; ``prior_weight`` scales the pull of the overheads towards
+    their catalog priors (0: the rows alone)."""
     prior = PhysicsPrior(mode=mode)
     lat_meas = pd.to_numeric(latency_data.table.get("latency_s", pd.Series(np.nan, index=latency_data.table.index)),
                              errors="coerce").to_numpy(dtype=float, na_value=np.nan)
@@ -81,7 +85,7 @@ def fit_physics(latency_data: EnergyData, energy_rows: EnergyData | None = None,
     rows = _subsample(latency_data, np.flatnonzero(ok), x.engines, seed)
     report: dict[str, object] = {"latency_rows": int(len(rows))}
     if len(rows) >= 3:
-        prior = _fit_latency(prior, latency_data, x, rows, lat_meas, report)
+        prior = _fit_latency(prior, latency_data, x, rows, lat_meas, report, prior_weight)
     if energy_rows is not None and mode == "physical" and len(energy_rows.energy_j):
         prior = _fit_activity(prior, energy_rows, seed, report)
     prior.fit_report = report
@@ -89,7 +93,7 @@ def fit_physics(latency_data: EnergyData, energy_rows: EnergyData | None = None,
 
 
 def _fit_latency(prior: PhysicsPrior, data: EnergyData, x_all: PhaseInputs, rows: NDArray[np.int64],
-                 lat_meas: NDArray[np.float64], report: dict[str, object]) -> PhysicsPrior:
+                 lat_meas: NDArray[np.float64], report: dict[str, object], prior_weight: float = PRIOR_WEIGHT) -> PhysicsPrior:
     used, local = np.unique(data.config[rows], return_inverse=True)
     x, cfg = x_all.take(used), local.reshape(-1)
     row_engines = np.asarray(x.engines, dtype=object)[cfg]
@@ -103,8 +107,12 @@ def _fit_latency(prior: PhysicsPrior, data: EnergyData, x_all: PhaseInputs, rows
     y = np.log(lat_meas[rows])
     start_launch = np.log([prior.launch_us[e] for e in fitted])
     start_step = np.log([prior.step_ms[e] for e in fitted])
+    start_seq = np.log([max(prior.sequence_us.get(e, 0.0), 0.1) for e in fitted])
+    multi_rows = int(np.sum(x.collectives[cfg] > 0))
+    start_coll = np.log([prior.collective_us]) if prior.mode == "physical" and multi_rows >= MIN_ENGINE_ROWS else np.zeros(0)
     nd, k = 2 * len(devices), len(fitted)
-    theta0 = np.concatenate([np.zeros(nd), start_launch, start_step])  # efficiency = sigmoid(theta): 0.5
+    start_over = np.concatenate([start_launch, start_step, start_seq, start_coll])
+    theta0 = np.concatenate([np.zeros(nd), start_over])  # efficiency = sigmoid(theta): 0.5
 
     def unpack(theta: NDArray[np.float64]) -> PhysicsPrior:
         eff = (1.0 / (1.0 + np.exp(-theta[:nd]))).reshape(-1, 2)
@@ -114,14 +122,16 @@ def _fit_latency(prior: PhysicsPrior, data: EnergyData, x_all: PhaseInputs, rows
             if mine:
                 efficiency[group] = [float(v) for v in np.exp(np.median(np.log(mine), axis=0))]
         launch = {**prior.launch_us, **{e: float(np.exp(v)) for e, v in zip(fitted, theta[nd:nd + k], strict=True)}}
-        step = {**prior.step_ms, **{e: float(np.exp(v)) for e, v in zip(fitted, theta[nd + k:], strict=True)}}
-        return replace(prior, efficiency=efficiency, launch_us=launch, step_ms=step)
+        step = {**prior.step_ms, **{e: float(np.exp(v)) for e, v in zip(fitted, theta[nd + k:nd + 2 * k], strict=True)}}
+        seq = {**prior.sequence_us, **{e: float(np.exp(v)) for e, v in zip(fitted, theta[nd + 2 * k:nd + 3 * k], strict=True)}}
+        coll = float(np.exp(theta[nd + 3 * k])) if len(start_coll) else prior.collective_us
+        return replace(prior, efficiency=efficiency, launch_us=launch, step_ms=step, sequence_us=seq, collective_us=coll)
 
     def loss(theta: NDArray[np.float64]) -> float:
         lat, _ = unpack(theta).latency_s(x)
         pred = _row_values(lat, cfg, data.phase[rows])
         err = float(np.sum(w * np.abs(np.log(np.maximum(pred, 1e-12)) - y)))
-        penalty = PRIOR_WEIGHT * float(np.sum((theta[nd:] - np.concatenate([start_launch, start_step])) ** 2))
+        penalty = prior_weight * float(np.sum((theta[nd:] - start_over) ** 2))
         return err + penalty
 
     options = {"maxiter": 4000, "xtol": 1e-3, "ftol": 1e-6}
@@ -135,6 +145,7 @@ def _fit_latency(prior: PhysicsPrior, data: EnergyData, x_all: PhaseInputs, rows
     if fitted:
         fit.launch_us[UNKNOWN_ENGINE] = float(np.median([fit.launch_us[e] for e in fitted]))
         fit.step_ms[UNKNOWN_ENGINE] = float(np.median([fit.step_ms[e] for e in fitted]))
+        fit.sequence_us[UNKNOWN_ENGINE] = float(np.median([fit.sequence_us[e] for e in fitted]))
     fit.fitted_engines = fitted
     lat, _ = fit.latency_s(x)
     ape = np.abs(_row_values(lat, cfg, data.phase[rows]) - lat_meas[rows]) / lat_meas[rows]
@@ -142,9 +153,12 @@ def _fit_latency(prior: PhysicsPrior, data: EnergyData, x_all: PhaseInputs, rows
                                                         "median_ape": float(np.median(ape[row_engines == e]))}
                                                for e in sorted(set(row_engines))}
     report["latency_weighted_log_error"] = float(result.fun)
-    log.info("physics prior: efficiency %s, launch %s us, step %s ms",
-             {d: np.round(v, 3).tolist() for d, v in fit.efficiency.items()},
-             {e: round(fit.launch_us[e], 2) for e in fitted}, {e: round(fit.step_ms[e], 3) for e in fitted})
+    report["collective_rows"] = multi_rows
+    log.info("physics prior: efficiency %s, launch %s us, step %s ms, per sequence %s us, all-reduce %.1f us "
+             "(%d rows on > 1 GPU)", {d: np.round(v, 3).tolist() for d, v in fit.efficiency.items()},
+             {e: round(fit.launch_us[e], 2) for e in fitted}, {e: round(fit.step_ms[e], 3) for e in fitted},
+             {e: round(fit.sequence_us[e], 2) for e in fitted},
+             fit.collective_us, multi_rows)
     return fit
 
 

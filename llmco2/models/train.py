@@ -53,7 +53,7 @@ class TrainConfig:
     patience: int = 20
     seed: int = 0
     use_graph: bool = True
-    feature_view: str = "full"  # full | no_phase_split | no_roofline | nnlqp (see llmco2.graph.views)
+    feature_view: str = "full"  # full | no_phase_split | no_roofline | nnlqp | no_hardware (see llmco2.graph.views)
     use_prior: bool = True  # learn log(E / physics prior); False: learn log E directly (NNLQP)
     prior: str = "physical"  # physical: launch-aware latency x idle-to-limit power; tdp: roofline time x TDP (earlier)
     engine_dropout: float = 0.05  # share of training graphs shown as engine "unknown" per batch

@@ -19,7 +19,8 @@ from llmco2.specs.toml_cache import loads_toml
 
 UNKNOWN_ENGINE = "unknown"
 DEFAULT_ENGINE = "vllm"
-_FIELDS = {"id", "name", "aliases", "cuda_graphs", "continuous_batching", "launch_overhead_us", "step_overhead_ms", "sources"}
+_FIELDS = {"id", "name", "aliases", "cuda_graphs", "continuous_batching", "launch_overhead_us", "step_overhead_ms",
+           "sequence_overhead_us", "sources"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Engine:
         launch_overhead_us: prior host cost per kernel launch of a decode step (microseconds);
             refitted on training rows, see :mod:`llmco2.models.physics_fit`.
         step_overhead_ms: prior framework cost per step outside the kernels (milliseconds).
+        sequence_overhead_us: prior host cost per sequence of a step (scheduling, sampling and
+            output processing of each sequence; microseconds).
     """
 
     id: str
@@ -42,6 +45,7 @@ class Engine:
     continuous_batching: bool = False
     launch_overhead_us: float = 8.0
     step_overhead_ms: float = 1.5
+    sequence_overhead_us: float = 10.0
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -51,7 +55,7 @@ def _load(text: str) -> list[Engine]:
         unknown = set(raw) - _FIELDS
         if unknown:
             raise ValueError(f"engine {raw.get('id')!r}: unknown keys {sorted(unknown)}")
-        for key in ("launch_overhead_us", "step_overhead_ms"):
+        for key in ("launch_overhead_us", "step_overhead_ms", "sequence_overhead_us"):
             if key not in raw.get("sources", {}):
                 raise ValueError(f"engine {raw['id']!r}: {key} has no source")
         out.append(Engine(**{**raw, "aliases": tuple(raw.get("aliases", ()))}))
