@@ -5,6 +5,8 @@ wall time and the median peak resident memory of the process (``ru_maxrss`` from
 
 * ``--help``: start-up of the command line.
 * one request (``--json``): cold start of a prediction (imports, checkpoint, one request).
+* every case also reports the median CPU time (user + system, all threads) of its processes,
+  steadier than wall time on a shared machine.
 * request files, **mixed** (``llmco2 sample --strategy focused --trace conv --n N --seed 0``: many
   models, architecture variants and GPUs) and **single-model** (the Azure conversation trace on one
   model and GPU): wall time, and requests per second excluding start-up, where start-up is the
@@ -43,7 +45,8 @@ ENV["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "llmco2-bench-pyc
 
 
 def timed_process(args: list[str]) -> tuple[float, float]:
-    """``(wall seconds, peak resident MB)`` of one process running ``llmco2 ARGS``."""
+    """``(wall seconds, peak resident MB)`` of one process running ``llmco2 ARGS``; its CPU
+    seconds (user + system, all threads) are added to :data:`CPU_SECONDS` under ``ARGS``."""
     start = time.perf_counter()
     proc = subprocess.Popen([*LLMCO2, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -52,12 +55,23 @@ def timed_process(args: list[str]) -> tuple[float, float]:
     err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode != 0:
         raise SystemExit(f"llmco2 {' '.join(args)} failed ({proc.returncode}): {err.strip()}")
+    CPU_SECONDS.setdefault(tuple(args), []).append(usage.ru_utime + usage.ru_stime)
     return wall, usage.ru_maxrss / 1024.0  # Linux: kilobytes
+
+
+#: CPU seconds of every timed process, by command line (the machine may be shared: CPU time is
+#: steadier than wall time under load).
+CPU_SECONDS: dict[tuple[str, ...], list[float]] = {}
 
 
 def median_run(args: list[str], runs: int) -> tuple[float, float]:
     walls, peaks = zip(*(timed_process(args) for _ in range(runs)), strict=True)
     return statistics.median(walls), statistics.median(peaks)
+
+
+def median_cpu(args: list[str]) -> float:
+    """Median CPU seconds of the processes run with ``args`` so far."""
+    return statistics.median(CPU_SECONDS[tuple(args)])
 
 
 def first_rows(src: Path, dest: Path, n: int) -> Path:
@@ -84,12 +98,13 @@ def single_model_file(dest: Path, model: str, gpu: str) -> Path:
 
 def file_case(name: str, path: Path, rows: int, runs: int, ckpt: list[str], tmp: Path) -> dict[str, object]:
     out = tmp / "out.csv"
-    wall, peak = median_run(["predict", "--requests", str(path), "--out", str(out), *ckpt], runs)
+    command = ["predict", "--requests", str(path), "--out", str(out), *ckpt]
+    wall, peak = median_run(command, runs)
     startup, _ = median_run(["predict", "--requests", str(first_rows(path, tmp / "one.csv", 1)), "--out", str(out), *ckpt],
                             runs)
     rate = rows / max(wall - startup, 1e-9)
     return {"case": f"`predict --requests`, {name} ({rows:,} requests)", "wall_s": wall, "peak_mb": peak, "per_s": rate,
-            "startup_s": startup}
+            "startup_s": startup, "cpu_s": median_cpu(command)}
 
 
 def main() -> None:
@@ -108,9 +123,10 @@ def main() -> None:
         tmp = Path(d)
         timed_process([*SINGLE, *ckpt])  # writes the inference sidecar if it is missing (not timed)
         wall, peak = median_run(["--help"], args.runs)
-        rows.append({"case": "`llmco2 --help`", "wall_s": wall, "peak_mb": peak})
+        rows.append({"case": "`llmco2 --help`", "wall_s": wall, "peak_mb": peak, "cpu_s": median_cpu(["--help"])})
         wall, peak = median_run([*SINGLE, *ckpt], args.runs)
-        rows.append({"case": "`predict` one request `--json` (cold)", "wall_s": wall, "peak_mb": peak})
+        rows.append({"case": "`predict` one request `--json` (cold)", "wall_s": wall, "peak_mb": peak,
+                     "cpu_s": median_cpu([*SINGLE, *ckpt])})
         mixed = tmp / "mixed.csv"
         subprocess.run([*LLMCO2, "sample", "--strategy", "focused", "--trace", "conv", "--n", str(args.n), "--seed", "0",
                         "--out", str(mixed)], check=True, cwd=ROOT, capture_output=True, env=ENV)
@@ -133,10 +149,11 @@ def main() -> None:
             startup = float(rows[2]["startup_s"])  # type: ignore[arg-type]
             rows.append({"case": "`predict --requests`, 1,000,000 mixed requests (1 run)", "wall_s": wall, "peak_mb": peak,
                          "per_s": 1_000_000 / max(wall - startup, 1e-9)})
-    lines = ["| case | wall time (s) | peak memory (MB) | requests/s excl. start-up |", "|---|---:|---:|---:|"]
+    lines = ["| case | wall time (s) | CPU time (s) | peak memory (MB) | requests/s excl. start-up |", "|---|---:|---:|---:|---:|"]
     for r in rows:
         rate = f"{r['per_s']:,.0f}" if "per_s" in r else "-"
-        lines.append(f"| {r['case']} | {r['wall_s']:.2f} | {r['peak_mb']:.0f} | {rate} |")
+        cpu = f"{r['cpu_s']:.2f}" if "cpu_s" in r else "-"
+        lines.append(f"| {r['case']} | {r['wall_s']:.2f} | {cpu} | {r['peak_mb']:.0f} | {rate} |")
     text = "\n".join(lines)
     print(f"median of {args.runs} runs per case, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")
     print(text)

@@ -258,3 +258,138 @@ def test_single_prediction_imports_neither_torch_nor_pandas(checkpoint: Path) ->
     args = ["predict", "--model", "qwen2-0.5b", "--gpu", "jetson-orin", "--batch-size", "1", "--prompt-tokens", "64",
             "--gen-tokens", "16", "--json", "--checkpoint", str(checkpoint)]
     assert _modules_after(args) == set()
+
+
+def test_feature_log_equals_log1p_in_float32() -> None:
+    from llmco2.graph.features import _INTENSITY_CAP, _log
+
+    rng = np.random.default_rng(0)
+    q = np.concatenate([10 ** rng.uniform(-12, 18, 200_000), rng.integers(0, 10**12, 50_000).astype(float),
+                        [0.0, -0.0, -1.0, 0.5, 1.0, 1e-300, np.nan, np.inf, -np.inf]])
+    expected = np.log1p(np.maximum(np.nan_to_num(q, posinf=_INTENSITY_CAP), 0.0))
+    got = _log(q)
+    assert np.array_equal(got.astype(np.float32), expected.astype(np.float32))  # the features are float32
+    np.testing.assert_array_max_ulp(got, expected, maxulp=4)
+    assert got[-3] == 0.0 and got[-2] == np.log1p(_INTENSITY_CAP) and got[-1] == 0.0
+
+
+def test_forward_same_for_any_threads_and_block(checkpoint: Path, monkeypatch) -> None:
+    import llmco2.models.numpy_forward as nf
+
+    model = load_inference(checkpoint)
+    items = mixed_items() * 7
+    analysis = analyze_layers(RequestTable.from_items(items).layer_batch())
+    g = model.graphs(analysis, model_totals(analysis))
+    monkeypatch.setattr(nf, "FORWARD_BLOCK", 3)  # many blocks, shared out to the threads
+    one = model.net(g, threads=1)
+    assert np.array_equal(model.net(g, threads=3), one)
+    assert np.ptp(one[:, 0]) > 0.01
+
+
+def test_pipelined_prediction_equals_steps_and_reference(checkpoint: Path, monkeypatch) -> None:
+    import llmco2.models.inference as inference
+
+    items = mixed_items() * 3
+    model = load_inference(checkpoint)
+    monkeypatch.setattr(inference, "PIPELINE_ROWS", 4)
+    monkeypatch.setenv("LLMCO2_THREADS", "2")
+    table = RequestTable.from_items(items)
+    whole = model.predict(table)
+    steps = [model.predict(table.take(slice(lo, lo + 4))) for lo in range(0, len(items), 4)]
+    for name in ("energy_j", "latency_s", "energy_low_j", "energy_high_j", "prior_j"):
+        assert np.array_equal(getattr(whole, name), np.concatenate([getattr(p, name) for p in steps])), name
+    assert whole.notes == [n for p in steps for n in p.notes]
+    _assert_same(model.predict(items), GNNPredictor.load(checkpoint).predict(items))  # items: the other branch
+
+
+def test_domain_note_lists_equal_one_by_one() -> None:
+    from llmco2.models.head import domain_note_lists, domain_notes
+
+    domain = {"devices": ["a100-40gb", "h100-sxm"], "engines": ["vllm"], "params": [5e8, 1e10],
+              "prompt_tokens": [10, 1100], "generated_tokens": [1, 200], "batch_size": [1, 8], "num_gpus": [1, 2]}
+    items = mixed_items() * 2
+    notes = domain_note_lists(domain, items)
+    assert notes == [domain_notes(domain, it) for it in items]
+    assert any(len(n) >= 3 for n in notes) and any(n == [] for n in notes)
+    notes[0].append("x")
+    assert notes[9] == domain_notes(domain, items[9])  # every row owns its list
+    assert domain_note_lists({}, items) == [[] for _ in items] and domain_note_lists(domain, []) == []
+
+
+def test_arrow_conversions_round_trip() -> None:
+    import pyarrow as pa
+
+    from llmco2.analytic.arrow_arrays import arrow_array, empty_strings, numpy_values, string_array, string_scalar
+
+    values = np.array([1.5, np.nan, -2.0, 4.0])
+    arr = arrow_array(values, ~np.isnan(values))
+    assert arr.to_pylist() == [1.5, None, -2.0, 4.0]
+    flags = arrow_array(np.array([True, False, True, True, False, False, True, True, True]))
+    assert numpy_values(flags.slice(3)).tolist() == [True, False, False, True, True, True]
+    ints = arrow_array(np.arange(10, dtype=np.int64))
+    assert numpy_values(ints.slice(4, 3)).tolist() == [4, 5, 6]
+    assert empty_strings(3).to_pylist() == ["", "", ""] and string_array(["a", "", "bé"]).to_pylist() == ["a", "", "bé"]
+    assert string_scalar("x").as_py() == "x" and string_scalar("x").type == pa.string()
+    with pytest.raises(ValueError):
+        numpy_values(arr)
+
+
+def test_request_file_prediction_imports_neither_torch_nor_pandas(tmp_path: Path, checkpoint: Path) -> None:
+    load_inference(checkpoint)
+    src = tmp_path / "req.csv"
+    src.write_text(REQUEST_CSV)
+    args = ["predict", "--requests", str(src), "--out", str(tmp_path / "out.csv"), "--checkpoint", str(checkpoint)]
+    assert _modules_after(args) == set()
+    assert (tmp_path / "out.csv").read_text().count("\n") == REQUEST_CSV.count("\n")
+
+
+def test_request_file_cells_with_commas_are_quoted_in_the_output(tmp_path: Path, checkpoint: Path, capsys) -> None:
+    import csv
+
+    src = tmp_path / "req.csv"
+    src.write_text('model,gpu,batch_size,prompt_tokens,generated_tokens,comment\n'
+                   'qwen2-0.5b,jetson-orin,1,64,16,plain\nqwen2-0.5b,jetson-orin,1,64,16,"a, ""b"""\n')
+    out = tmp_path / "p.csv"
+    code, _, err = run(["predict", "--requests", str(src), "--out", str(out), "--checkpoint", str(checkpoint)], capsys)
+    assert code == 0, err
+    rows = list(csv.DictReader(out.open(newline="")))
+    assert [r["comment"] for r in rows] == ["plain", 'a, "b"'] and float(rows[1]["total_j"]) > 0
+
+
+@pytest.mark.parametrize("layers, hidden", [(1, 16), (3, 8)])
+def test_forward_any_depth_and_width_equals_plain_loops(layers: int, hidden: int) -> None:
+    from llmco2.graph.features import build_graph_arrays
+    from llmco2.models.numpy_forward import SageForward
+
+    analysis = analyze_layers(RequestTable.from_items(mixed_items()).layer_batch())
+    g = build_graph_arrays(analysis, model_totals(analysis))
+    x = (g.x - g.x.mean(axis=0)) / (g.x.std(axis=0) + 1.0)
+    rng = np.random.default_rng(3)
+    weights, width = {}, x.shape[1]
+    for i in range(layers):
+        weights |= {f"convs.{i}.lin_l.weight": rng.normal(0, 0.3, (hidden, width)), f"convs.{i}.lin_l.bias": rng.normal(0, 0.1, hidden),
+                    f"convs.{i}.lin_r.weight": rng.normal(0, 0.3, (hidden, width))}
+        width = hidden
+    weights |= {"head.0.weight": rng.normal(0, 0.3, (5, 2 * hidden + g.u.shape[1])), "head.0.bias": rng.normal(0, 0.1, 5),
+                "head.2.weight": rng.normal(0, 0.3, (2, 5)), "head.2.bias": np.zeros(2)}
+    weights = {k: v.astype(np.float32) for k, v in weights.items()}
+    net = SageForward.from_state_dict(weights, layers, True)
+    got = net(type(g)(x=x.astype(np.float32), edge_index=g.edge_index, batch=g.batch, u=g.u, num_graphs=g.num_graphs))
+    expected = []
+    for i in range(g.num_graphs):  # one graph at a time, SAGEConv's formula as written
+        nodes = np.flatnonzero(g.batch == i)
+        h = x[nodes].astype(np.float64)
+        edges = [(s - nodes[0], d - nodes[0]) for s, d in g.edge_index.T if g.batch[d] == i]
+        for j in range(layers):
+            agg = np.zeros_like(h)
+            for d in range(len(nodes)):
+                srcs = [s for s, dd in edges if dd == d]
+                if srcs:
+                    agg[d] = h[srcs].mean(axis=0)
+            h = np.maximum(agg @ weights[f"convs.{j}.lin_l.weight"].T + weights[f"convs.{j}.lin_l.bias"]
+                           + h @ weights[f"convs.{j}.lin_r.weight"].T, 0.0)
+        z = np.concatenate([h.mean(axis=0), h.max(axis=0), g.u[i]])
+        z = np.maximum(z @ weights["head.0.weight"].T + weights["head.0.bias"], 0.0)
+        expected.append(z @ weights["head.2.weight"].T + weights["head.2.bias"])
+    np.testing.assert_allclose(got, np.array(expected), rtol=1e-4, atol=1e-4)
+    assert np.ptp(got[:, 0]) > 1e-3

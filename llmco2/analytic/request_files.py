@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
+from llmco2.analytic.arrow_arrays import empty_strings, numpy_values, string_scalar
 from llmco2.analytic.table import RequestTable, distinct_rows
 from llmco2.errors import InvalidInputError
 from llmco2.specs import DEFAULT_ENGINE, GPU, ModelArch, Request, get_gpu, get_model
@@ -69,9 +69,9 @@ def _integers(values: pa.Array, name: str, lines: NDArray[np.int64], default: in
     """Integral column of strings (``default`` for empty cells, when given); the first bad cell raises."""
     text = pc.utf8_trim_whitespace(values)
     if default is not None:
-        text = pc.if_else(pc.equal(text, ""), str(default), text)
+        text = pc.if_else(pc.equal(text, string_scalar("")), string_scalar(str(default)), text)
     try:
-        out = pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False)
+        out = numpy_values(pc.cast(text, pa.float64()))
         ok = np.isfinite(out) & (out == np.floor(out)) & (out >= minimum)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         cells = text.to_pylist()
@@ -91,7 +91,7 @@ def _integers(values: pa.Array, name: str, lines: NDArray[np.int64], default: in
 def _encoded(values: pa.Array) -> tuple[NDArray[np.int64], list[str]]:
     """``(per-row code, distinct values)`` of a string column (codes in order of first appearance)."""
     enc = values.dictionary_encode()
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+    return numpy_values(enc.indices).astype(np.int64), enc.dictionary.to_pylist()
 
 
 def _with_arch_columns(base: ModelArch, changes_text: dict[str, str]) -> ModelArch:
@@ -178,7 +178,7 @@ def parse_chunk(header: list[str], batch: pa.RecordBatch, lines: NDArray[np.int6
     resolved once per distinct value; nothing runs once per row in Python."""
     n = batch.num_rows
     cols = dict(zip(header, batch.columns, strict=True))
-    empty = pa.array([""] * n, type=pa.string()) if any(c not in cols for c in ("dtype", "flash_attention", "engine", "num_gpus")) else None
+    empty = empty_strings(n) if any(c not in cols for c in ("dtype", "flash_attention", "engine", "num_gpus")) else None
     arch_cols = tuple(c for c in ARCH_COLUMNS if c in cols)
     arch, model_keys, model_first = _groups([_encoded(cols["model"]), *(_encoded(cols[c]) for c in arch_cols)])
     archs = _resolve(model_keys, lambda k: resolver.model(k, arch_cols), model_first, lines)
@@ -193,9 +193,10 @@ def parse_chunk(header: list[str], batch: pa.RecordBatch, lines: NDArray[np.int6
     tp = num_gpus.copy()
     if "tensor_parallel" in cols:
         tp_text = pc.utf8_trim_whitespace(cols["tensor_parallel"])
-        given = pc.not_equal(tp_text, "").to_numpy(zero_copy_only=False)
+        mask = pc.not_equal(tp_text, string_scalar(""))
+        given = numpy_values(mask)
         if given.any():
-            tp[given] = _integers(tp_text.filter(pa.array(given)), "tensor_parallel", lines[given])
+            tp[given] = _integers(tp_text.filter(mask), "tensor_parallel", lines[given])
         bad = num_gpus % tp != 0
         if bad.any():
             i = int(np.argmax(bad))
@@ -240,11 +241,13 @@ def _bad_csv_line(path: Path, width: int) -> str:
 
 def _parquet_batches(path: Path, chunk_rows: int) -> Iterator[pa.RecordBatch]:
     try:
+        import pyarrow.parquet as pq  # only for Parquet files (some 25 ms to import)
+
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="--requests") from None
     for batch in pf.iter_batches(batch_size=chunk_rows):
-        cols = [pc.fill_null(pc.cast(c, pa.string()), "") for c in batch.columns]
+        cols = [pc.fill_null(pc.cast(c, pa.string()), string_scalar("")) for c in batch.columns]
         yield pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
 
 
@@ -257,6 +260,8 @@ def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None
     parquet = path.suffix.lower() in (".parquet", ".pq")
     if parquet:
         try:
+            import pyarrow.parquet as pq
+
             header = list(pq.ParquetFile(path).schema_arrow.names)
         except (pa.ArrowInvalid, OSError) as exc:
             raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="--requests") from None

@@ -9,11 +9,13 @@ is renamed when every row is written: an interrupted run leaves no partial outpu
 from __future__ import annotations
 
 import argparse
-import csv
+import gc
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ PREDICTION_COLUMNS = ("prefill_j", "decode_j", "total_j", "total_j_low", "total_
 
 def prediction_arrays(fp: Any) -> list[Any]:
     """The :data:`PREDICTION_COLUMNS` of a footprint as Arrow arrays (an unknown embodied carbon: null)."""
-    import pyarrow as pa
+    from llmco2.analytic.arrow_arrays import arrow_array
 
     low, high = fp.energy_low_j, fp.energy_high_j
     cols = [fp.prefill_j, fp.decode_j, fp.total_j, fp.total_low_j, fp.total_high_j, low[:, 0], high[:, 0], low[:, 1],
@@ -37,37 +39,49 @@ def prediction_arrays(fp: Any) -> list[Any]:
     out = []
     for c in cols:
         values = np.ascontiguousarray(c, dtype=np.float64)
-        nan = np.isnan(values)
-        out.append(pa.array(values, mask=nan) if nan.any() else pa.array(values))
-    out.append(pa.array(np.asarray(fp.extrapolated, dtype=bool)))
+        out.append(arrow_array(values, ~np.isnan(values)))
+    out.append(arrow_array(np.asarray(fp.extrapolated, dtype=bool)))
     return out
 
 
 def _needs_quotes(columns: list[Any]) -> bool:
-    """Whether any string cell holds a delimiter, quote or line break."""
+    """Whether any string cell holds a delimiter, quote or line break (a byte search in each
+    column's character data, over the cells of the column only)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    return any(bool(pc.any(pc.match_substring_regex(c, r'[,"\r\n]')).as_py()) for c in columns
-               if pa.types.is_string(c.type) and len(c))
+    for c in columns:
+        if not (pa.types.is_string(c.type) or pa.types.is_large_string(c.type)) or not len(c):
+            continue
+        _, offsets, data = c.buffers()
+        if data is None:
+            continue
+        width = 8 if pa.types.is_large_string(c.type) else 4
+        ends = np.frombuffer(offsets, dtype=f"<i{width}", count=len(c) + 1, offset=c.offset * width)
+        text = memoryview(data)[int(ends[0]):int(ends[-1])].tobytes()
+        if any(ch in text for ch in (b",", b'"', b"\r", b"\n")):
+            return True
+    return False
 
 
 def _file_gpus(path: Path) -> list[Any]:
-    """The distinct GPUs of a request file (one pass over its ``gpu`` column)."""
+    """The distinct GPUs of a request file (one Arrow pass over its ``gpu`` column)."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
     from llmco2.specs import get_gpu
 
     names: set[str] = set()
-    if path.suffix.lower() in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
 
-        names = {str(v) for v in pq.read_table(path, columns=["gpu"]).column("gpu").to_pylist()}
-    else:
-        with path.open(newline="") as fh:
-            reader = csv.reader(fh)
-            header = [h.strip() for h in next(reader, [])]
-            if "gpu" in header:
-                j = header.index("gpu")
-                names = {row[j] for row in reader if len(row) > j}
+            column = pq.read_table(path, columns=["gpu"]).column("gpu")
+        else:
+            column = pa_csv.read_csv(path, convert_options=pa_csv.ConvertOptions(
+                include_columns=["gpu"], column_types={"gpu": pa.string()})).column("gpu")
+        names = {str(v) for v in column.unique().to_pylist() if v is not None}
+    except (pa.ArrowInvalid, KeyError, OSError):
+        pass  # a malformed file is reported, with its line, when its chunk is read
     gpus = {}
     for name in names:
         try:
@@ -81,8 +95,6 @@ def predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
     """Predict every request of ``args.requests`` into ``args.out``; summary line on stderr."""
     import pyarrow as pa
     import pyarrow.csv as pa_csv
-    import pyarrow.parquet as pq
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from llmco2.analytic.request_files import count_rows, iter_request_chunks
     from llmco2.carbon.footprint import predict_footprint, resolve_assumptions
@@ -110,27 +122,27 @@ def predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
     n = 0
     extrapolated = 0
     try:
-        with os.fdopen(fd, "wb") as fh, Progress(
-                TextColumn("predicting"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                disable=total is None or total < 50_000, transient=True) as bar:
-            task = bar.add_task("predict", total=total)
+        with os.fdopen(fd, "wb") as fh, _progress(total) as advance, _rare_collections():
             writer = None
             chunk: Any = first
             while chunk is not None:
-                fp = predict_footprint(chunk.table, predictor, assumptions=assume)
+                # the whole chunk at once: the model steps through it (PIPELINE_ROWS), pipelining its network
+                fp = predict_footprint(chunk.table, predictor, assumptions=assume, chunk=max(len(chunk.table), 1))
                 batch = pa.RecordBatch.from_arrays([*chunk.batch.columns, *prediction_arrays(fp)],
                                                    names=[*chunk.header, *PREDICTION_COLUMNS])
                 if parquet_out:
+                    import pyarrow.parquet as pq
+
                     writer = writer or pq.ParquetWriter(fh, batch.schema)
                     writer.write_batch(batch)
                 else:
                     quoting = "needed" if _needs_quotes(list(chunk.batch.columns)) else "none"
-                    header_quoting = "needed" if n == 0 and _needs_quotes([pa.array(chunk.header)]) else "none"
+                    header_quoting = "needed" if n == 0 and any(c in h for h in chunk.header for c in ',"\r\n') else "none"
                     pa_csv.write_csv(batch, fh, pa_csv.WriteOptions(include_header=n == 0, quoting_style=quoting,
                                                                     quoting_header=header_quoting))
                 n += len(chunk.table)
                 extrapolated += int(np.count_nonzero(fp.extrapolated))
-                bar.advance(task, len(chunk.table))
+                advance(len(chunk.table))
                 chunk = next(chunks, None)
             if writer is not None:
                 writer.close()
@@ -147,6 +159,36 @@ def predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
                      f"(rows without an engine column), grid {g['g_co2eq_per_kwh']:g} g/kWh ({g['region'] or 'user value'}), "
                      f"PUE {assume['pue']['value']:g}; {extrapolated:,} extrapolated\n")
     return 0
+
+
+@contextmanager
+def _progress(total: int | None) -> Iterator[Callable[[int], None]]:
+    """A function advancing a progress bar on the terminal, shown for files of 50,000 rows or
+    more (rich is imported only then), else a no-op."""
+    if total is None or total < 50_000:
+        yield lambda done: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("predicting"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True) as bar:
+        task = bar.add_task("predict", total=total)
+        yield lambda done: bar.advance(task, done)
+
+
+@contextmanager
+def _rare_collections() -> Iterator[None]:
+    """Cyclic garbage collection made rare while predicting: the objects alive so far (modules,
+    catalogs, the model) are frozen out of it, and the youngest generation is collected every
+    50,000 allocations instead of 700. Prediction creates few reference cycles (its objects are
+    freed by reference counting), and each collection costs a scan of every young object."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 def first_chunk_limit() -> int:

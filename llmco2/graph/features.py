@@ -52,7 +52,20 @@ _INTENSITY_CAP = 1e9
 
 
 def _log(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    return np.log1p(np.maximum(np.nan_to_num(np.asarray(x, dtype=np.float64), posinf=_INTENSITY_CAP), 0.0))
+    """``log1p(max(q, 0))`` of every element, NaN read as 0 and +inf as :data:`_INTENSITY_CAP`.
+
+    From ``q >= 1`` on, ``log(1 + q)`` is used: ``1 + q`` is exact to 2^-53, so the result is
+    within a few float64 ulps of ``log1p(q)`` (the features are float32, so equal in practice),
+    and ``log`` is several times faster than ``log1p`` over large arrays."""
+    q = np.array(x, dtype=np.float64)  # a copy, changed in place below
+    np.fmax(q, 0.0, out=q)  # NaN, -inf and negatives -> 0
+    q[q == np.inf] = _INTENSITY_CAP
+    small = (q > 0.0) & (q < 1.0)
+    out = np.add(q, 1.0)
+    np.log(out, out=out)
+    if small.any():
+        out[small] = np.log1p(q[small])
+    return out
 
 
 @dataclass(frozen=True)
@@ -74,62 +87,78 @@ class GraphArrays:
     num_graphs: int
 
 
-def _phase_block(analysis: LayerAnalysis, phase: str, name: str) -> NDArray[np.float64]:
-    """``[n_requests, len(PHASE_FEATURES)]`` features of kernel ``name`` in ``phase``."""
+def _phase_raw(analysis: LayerAnalysis, phase: str, name: str) -> tuple[list[NDArray[np.float64]], NDArray[np.int64]]:
+    """The nine quantities of kernel ``name`` in ``phase`` that :data:`PHASE_FEATURES` takes the
+    log of (counts, bytes, ops/s, ops/byte, microseconds), and the roofline bound index."""
     c = analysis.costs[phase][name]
     r = analysis.roofline[phase][name]
-    bound = r.bound
-    cols = [
-        _log(c.ops), _log(c.mem_bytes), _log(c.weight_bytes), _log(c.act_load_bytes + c.act_store_bytes),
-        _log(c.kv_load_bytes + c.kv_store_bytes), _log(c.net_bytes), _log(r.perf_ops_per_s),
-        _log(np.minimum(r.intensity, _INTENSITY_CAP)), _log(r.time_s * 1e6),
-        (bound == 0).astype(np.float64), (bound == 1).astype(np.float64), (bound == 2).astype(np.float64),
-    ]
-    return np.stack(cols, axis=1)
+    raw = [c.ops, c.mem_bytes, c.weight_bytes, c.act_load_bytes + c.act_store_bytes, c.kv_load_bytes + c.kv_store_bytes,
+           c.net_bytes, r.perf_ops_per_s, np.minimum(r.intensity, _INTENSITY_CAP), r.time_s * 1e6]
+    return raw, r.bound
+
+
+def _fill_nodes(x: NDArray[np.float32], analysis: LayerAnalysis, present: NDArray[np.bool_],
+                offsets: NDArray[np.int64]) -> None:
+    """Write every node's kernel one-hot and prefill and decode features into ``x``, one kernel at a
+    time: the kernel's quantities are taken at the requests where it is present and logged in one
+    :func:`_log` (element-wise, so equal to taking them one at a time)."""
+    n = len(analysis.batch)
+    n_kernels, n_logged = len(KERNEL_NAMES), sum(not f.startswith("bound_") for f in PHASE_FEATURES)  # logged, then 3 flags
+    slot = np.cumsum(present, axis=1) - 1  # position of each kernel among its graph's nodes
+    for k, name in enumerate(KERNEL_NAMES):
+        rows = np.flatnonzero(present[:, k])
+        if not len(rows):
+            continue
+        nodes = offsets[rows] + slot[rows, k]
+        x[nodes, k] = 1.0
+        raw = np.empty((2, n_logged, len(rows)), dtype=np.float64)
+        block = np.empty((len(rows), 2, len(PHASE_FEATURES)), dtype=np.float64)
+        for p, phase in enumerate(("prefill", "decode")):
+            values, bound = _phase_raw(analysis, phase, name)
+            for j, v in enumerate(values):
+                np.take(np.broadcast_to(v, (n,)), rows, out=raw[p, j])
+            np.equal(np.take(np.broadcast_to(bound, (n,)), rows)[:, None], np.arange(3), out=block[:, p, n_logged:],
+                     casting="unsafe")  # compute, memory, network bound
+        block[:, :, :n_logged] = _log(raw).transpose(2, 0, 1)
+        x[nodes, n_kernels:] = block.reshape(len(rows), -1)
 
 
 def global_feature_matrix(analysis: LayerAnalysis, totals: ModelTotals) -> NDArray[np.float64]:
     """``[n_requests, len(GLOBAL_FEATURES)]`` global features."""
     b = analysis.batch
-    cols = [
-        _log(b.hidden), _log(b.intermediate), _log(b.heads), _log(b.kv_heads), _log(b.head_dim), _log(b.layers), _log(b.vocab),
-        _log(b.experts), _log(b.experts_per_token), _log(b.params), b.w_bytes * 8.0, b.kv_bytes * 8.0,
-        b.gated.astype(np.float64), b.flash.astype(np.float64),
-        _log(b.batch), _log(b.prompt), _log(b.generated), _log(b.generated - 1.0), _log(b.num_gpus), _log(b.tp),
-        _log(b.peak_ops_per_s), _log(b.mem_bw_bytes_per_s), _log(b.net_bw_bytes_per_s), _log(b.tdp_w), _log(b.mem_capacity_bytes),
-    ]
+    n = len(b)
+    logged = [b.hidden, b.intermediate, b.heads, b.kv_heads, b.head_dim, b.layers, b.vocab, b.experts, b.experts_per_token,
+              b.params]
+    after = [b.batch, b.prompt, b.generated, b.generated - 1.0, b.num_gpus, b.tp, b.peak_ops_per_s, b.mem_bw_bytes_per_s,
+             b.net_bw_bytes_per_s, b.tdp_w, b.mem_capacity_bytes]
     for phase in PHASES:
         t = totals.totals[phase]
-        cols += [_log(t["ops"]), _log(t["mem_bytes"]), _log(t["net_bytes"]), _log(t["time_s"] * 1e6)]
-    cols += [(b.engine == i).astype(np.float64) for i in range(len(ENGINE_LEVELS))]
-    return np.stack(cols, axis=1)
+        after += [t["ops"], t["mem_bytes"], t["net_bytes"], t["time_s"] * 1e6]
+    logs = _log(np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in logged + after], axis=1))
+    plain = np.stack([b.w_bytes * 8.0, b.kv_bytes * 8.0, b.gated, b.flash], axis=1).astype(np.float64)
+    engines = (b.engine[:, None] == np.arange(len(ENGINE_LEVELS))[None, :]).astype(np.float64)
+    return np.concatenate([logs[:, :len(logged)], plain, logs[:, len(logged):], engines], axis=1)
 
 
 def build_graph_arrays(analysis: LayerAnalysis, totals: ModelTotals) -> GraphArrays:
-    """All requests' graphs at once: requests sharing a DAG variant (same kernels present) are
-    filled together, so the cost is a few NumPy operations per variant, not per graph."""
+    """All requests' graphs at once: node features filled one kernel at a time, edges one DAG
+    variant (requests with the same kernels present) at a time, so nothing runs once per graph."""
     n = len(analysis.batch)
     present = np.stack([analysis.present[k] for k in KERNEL_NAMES], axis=1)  # [n, K]
     counts = present.sum(axis=1)
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
     num_nodes = int(counts.sum())
-    blocks = {p: {k: _phase_block(analysis, p, k) for k in KERNEL_NAMES} for p in PHASES}
     x = np.zeros((num_nodes, len(NODE_FEATURES)), dtype=np.float32)
+    _fill_nodes(x, analysis, present, offsets)  # nodes in request-major, then kernel order
     batch = np.repeat(np.arange(n, dtype=np.int64), counts)
     edge_chunks: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
     bits = present.astype(np.int64) @ (np.int64(1) << np.arange(present.shape[1], dtype=np.int64))  # one code per variant
     _, first, inverse = np.unique(bits, return_index=True, return_inverse=True)
     patterns = present[first]
-    n_kernels, n_phase = len(KERNEL_NAMES), len(PHASE_FEATURES)
     for pid, pattern in enumerate(patterns):
         reqs = np.flatnonzero(inverse.reshape(-1) == pid)
         names = [k for k, on in zip(KERNEL_NAMES, pattern, strict=True) if on]
         slot = {k: j for j, k in enumerate(names)}
-        for j, name in enumerate(names):
-            rows = offsets[reqs] + j
-            x[rows, KERNEL_NAMES.index(name)] = 1.0
-            x[rows, n_kernels:n_kernels + n_phase] = blocks["prefill"][name][reqs]
-            x[rows, n_kernels + n_phase:] = blocks["decode"][name][reqs]
         # parallel-attention models drop add_attn -> norm_mlp; handle per request below
         template = np.array([[slot[s], slot[d]] for s, d in layer_edges({k: True for k in names})], dtype=np.int64)
         par = analysis.batch.parallel_attention[reqs]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import LayerAnalysis
 from llmco2.analytic.model import ModelTotals
+from llmco2.analytic.table import distinct_rows
 from llmco2.models.intervals import IntervalCalibration
 from llmco2.models.physics import Item, PhaseInputs, PhysicsPrior, cached_engine_id
 from llmco2.models.physics import device_group as gpu_group
@@ -86,6 +88,43 @@ def domain_notes(domain: dict[str, Any], item: Item, params: int | None = None) 
         if lo_hi and not lo_hi[0] <= value <= lo_hi[1]:
             notes.append(f"{label} {value:,} outside the trained range {lo_hi[0]:,}-{lo_hi[1]:,}")
     return notes
+
+
+#: The request counts that :func:`domain_notes` checks against the trained ranges (domain key, attribute).
+_RANGE_CHECKS = (("prompt_tokens", "prompt_tokens"), ("generated_tokens", "generated_tokens"), ("batch_size", "batch_size"),
+                 ("num_gpus", "num_gpus"))
+
+
+def _object_codes(objects: Sequence[Any]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``(first index of each distinct object, per-row code)``, objects compared by identity."""
+    ids = np.fromiter(map(id, objects), dtype=np.int64, count=len(objects))
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
+def domain_note_lists(domain: dict[str, Any], items: Sequence[Item]) -> list[list[str]]:
+    """:func:`domain_notes` of every item, each row its own list. The notes depend only on the
+    GPU, the engine, the parameter count and the counts that lie outside their trained range, so
+    they are built once per distinct combination of those, not once per row."""
+    n = len(items)
+    if not n:
+        return []
+    archs, reqs, gpus = zip(*items, strict=True)
+    arch_first, arch_code = _object_codes(archs)
+    _, gpu_code = _object_codes(gpus)
+    _, engine_code = _object_codes(list(map(cached_engine_id, map(attrgetter("engine"), reqs))))
+    params = np.array([archs[i].param_count() for i in arch_first.tolist()], dtype=np.int64)[arch_code]
+    counts = np.array(list(map(attrgetter(*(attr for _, attr in _RANGE_CHECKS)), reqs)), dtype=np.int64).reshape(n, -1)
+    columns = [gpu_code, engine_code]
+    checks = [("params", params), *((key, counts[:, j]) for j, (key, _) in enumerate(_RANGE_CHECKS))]
+    for key, values in checks:
+        lo_hi = domain.get(key)
+        if lo_hi:
+            outside = (values < lo_hi[0]) | (values > lo_hi[1])
+            columns += [outside.astype(np.int64), np.where(outside, values, 0).astype(np.int64)]
+    first, group = distinct_rows(*columns)
+    per_group = [domain_notes(domain, items[i], int(params[i])) for i in first.tolist()]
+    return [list(per_group[g]) for g in group.tolist()]
 
 
 def device_group(item: Item) -> str:
@@ -153,9 +192,7 @@ class OutputHead:
         empty = x.steps <= 0
         energy = np.where(empty, 0.0, energy)
         latency = np.where(empty, 0.0, latency)
-        counts: dict[int, int] = {}  # parameter count per architecture object
-        notes = [domain_notes(self.domain, it, counts.get(id(it[0])) or counts.setdefault(id(it[0]), it[0].param_count()))
-                 for it in items]
+        notes = domain_note_lists(self.domain, items)
         groups = [device_group(it) for it in items]
         q_lo, q_hi = self.intervals.log_bounds(groups, [bool(n) for n in notes])
         low = np.minimum(energy * np.exp(q_lo), energy)

@@ -1,13 +1,10 @@
-"""Inference without torch: the trained LLMCO2 network as a NumPy forward pass.
+"""Inference without torch: a trained checkpoint as a NumPy forward pass plus its output head.
 
-The network (:class:`llmco2.models.gnn.LLMCO2Net`) is ``num_layers`` x PyG ``SAGEConv`` with its
-defaults (mean aggregation, root weight, ``normalize=False``):
-``h_i' = relu(W_l · mean_{j -> i} h_j + b_l + W_r · h_i)``, then mean and max pooling over each
-graph's nodes, the global features concatenated, and ``Linear -> ReLU -> Linear``.
-
-Graphs of requests that share a DAG variant have the same nodes and edges, so a batch is grouped
-by structure and each group is a few slice additions (one per edge of the
-variant) and two matrix products per layer on a ``[k * m, F]`` block, whatever the number of requests.
+:class:`InferenceModel` builds the requests' graphs, runs the network
+(:class:`llmco2.models.numpy_forward.SageForward`) and finishes with the checkpoint's
+:class:`llmco2.models.head.OutputHead`. Large batches are predicted in steps of
+:data:`PIPELINE_ROWS` requests: the network runs on one step in a worker thread while the next
+step's graphs and the previous step's head are computed, so two cores are busy.
 
 Weights come from the inference sidecar written by :mod:`llmco2.models.export` (rewritten, with a
 log line, when it is missing or older than its ``.pt``).
@@ -19,8 +16,10 @@ import functools
 import json
 import logging
 import os
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,141 +28,23 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import LayerAnalysis, analyze_layers
 from llmco2.analytic.model import ModelTotals, model_totals
-from llmco2.analytic.table import RequestTable, distinct_rows
+from llmco2.analytic.table import RequestTable
 from llmco2.errors import InvalidInputError
 from llmco2.graph.features import FEATURE_SCHEMA_VERSION, GraphArrays, build_graph_arrays
 from llmco2.graph.scaling import FeatureScaler
 from llmco2.graph.views import view
 from llmco2.models.export import SIDECAR_FORMAT, WEIGHT_PREFIX, file_sha256, sidecar_path
 from llmco2.models.head import OutputHead, PhasePrediction
+from llmco2.models.numpy_forward import SageForward, StructureGroups, forward_threads, structure_groups
 from llmco2.models.physics import Item
+
+__all__ = ["PIPELINE_ROWS", "InferenceModel", "SageForward", "StructureGroups", "concat_predictions",
+           "load_inference", "structure_groups", "take_rows"]
 
 log = logging.getLogger(__name__)
 
-#: Graphs per block of the forward pass (bounds the working memory: block x nodes x hidden floats).
-FORWARD_BLOCK = 2048
-
-
-def _relu(a: NDArray[np.float32]) -> NDArray[np.float32]:
-    return np.maximum(a, 0.0, out=a)
-
-
-@dataclass(frozen=True)
-class StructureGroups:
-    """Graphs grouped by identical structure (node count and local edge list)."""
-
-    starts: NDArray[np.int64]  # first node of every graph
-    groups: list[tuple[NDArray[np.int64], int, tuple[tuple[int, ...], ...]]]  # (graphs, nodes, sources of each node)
-
-
-def structure_groups(g: GraphArrays) -> StructureGroups:
-    """Group the graphs of ``g`` by structure: equal node count, edge count and two random-weight
-    hashes of the local ``(src, dst)`` pairs."""
-    n = g.num_graphs
-    counts = np.bincount(g.batch, minlength=n)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    src, dst = g.edge_index
-    graph_of_edge = g.batch[dst] if len(dst) else np.zeros(0, dtype=np.int64)
-    width = int(counts.max()) + 1 if n else 1
-    local = (src - starts[graph_of_edge]) * width + (dst - starts[graph_of_edge])
-    rng = np.random.default_rng(12345)
-    h1, h2 = (rng.integers(1, 2**31, size=width * width).astype(np.float64) for _ in range(2))
-    first, inverse = distinct_rows(counts, np.bincount(graph_of_edge, minlength=n),
-                                   np.bincount(graph_of_edge, weights=h1[local], minlength=n),
-                                   np.bincount(graph_of_edge, weights=h2[local], minlength=n))
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
-    groups = []
-    for gid, r0 in enumerate(first):
-        k = int(counts[r0])
-        mine = graph_of_edge == r0
-        sources: list[list[int]] = [[] for _ in range(k)]
-        for s_, d_ in zip((src[mine] - starts[r0]).tolist(), (dst[mine] - starts[r0]).tolist(), strict=True):
-            sources[d_].append(s_)  # in edge order, the order scatter-add sums in
-        groups.append((order[bounds[gid]:bounds[gid + 1]], k, tuple(tuple(x) for x in sources)))
-    return StructureGroups(starts, groups)
-
-
-@dataclass
-class SageForward:
-    """The LLMCO2Net forward pass from its state-dict arrays (float32, like the trained network)."""
-
-    convs: list[tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]]  # (W_l^T, b_l, W_r^T)
-    head: list[tuple[NDArray[np.float32], NDArray[np.float32]]]  # (W^T, b) of each Linear
-    use_graph: bool = True
-
-    @classmethod
-    def from_state_dict(cls, weights: dict[str, NDArray[np.float32]], num_layers: int, use_graph: bool) -> SageForward:
-        try:
-            convs = []
-            for i in range(num_layers if use_graph else 0):
-                p = f"convs.{i}."
-                bias = weights.get(p + "lin_l.bias")
-                w_l = weights[p + "lin_l.weight"]
-                convs.append((np.ascontiguousarray(w_l.T), bias if bias is not None else np.zeros(w_l.shape[0], np.float32),
-                              np.ascontiguousarray(weights[p + "lin_r.weight"].T)))
-            idx = sorted(int(k.split(".")[1]) for k in weights if k.startswith("head.") and k.endswith(".weight"))
-            head = [(np.ascontiguousarray(weights[f"head.{i}.weight"].T), weights[f"head.{i}.bias"]) for i in idx]
-        except KeyError as exc:
-            raise InvalidInputError(f"unsupported network layout in the checkpoint: no weight {exc.args[0]!r}",
-                                    field="checkpoint") from None
-        known = {f"convs.{i}.lin_{s}.{t}" for i in range(num_layers) for s in "lr" for t in ("weight", "bias")}
-        known |= {f"head.{i}.{t}" for i in idx for t in ("weight", "bias")}
-        extra = sorted(set(weights) - known)
-        if extra or not head:
-            raise InvalidInputError(f"unsupported network layout in the checkpoint (unexpected weights {extra[:3]})",
-                                    field="checkpoint")
-        return cls(convs, head, use_graph)
-
-    @property
-    def out_dim(self) -> int:
-        return int(self.head[-1][0].shape[1])
-
-    def _pooled(self, x: NDArray[np.float32], graphs: NDArray[np.int64], k: int, sources: tuple[tuple[int, ...], ...],
-                starts: NDArray[np.int64]) -> NDArray[np.float32]:
-        """``[m, 2 * hidden]`` mean and max pooled node states of ``graphs`` (one structure: ``k``
-        nodes, ``sources[i]`` the nodes with an edge into node ``i``)."""
-        h = x[starts[graphs][None, :] + np.arange(k)[:, None]]  # [k, m, F]
-        m = h.shape[1]
-        for w_l, b_l, w_r in self.convs:
-            f = h.shape[2]
-            agg = np.zeros_like(h)
-            for i, srcs in enumerate(sources):  # sum over in-neighbours, then divide: as scatter-mean does
-                if srcs:
-                    a = agg[i]
-                    np.copyto(a, h[srcs[0]])
-                    for j in srcs[1:]:
-                        a += h[j]
-                    if len(srcs) > 1:
-                        a /= np.float32(len(srcs))
-            agg = agg.reshape(k * m, f)
-            out = agg @ w_l
-            out += b_l  # the order of PyG: lin_l(aggregate) with its bias, then + lin_r(root)
-            out += h.reshape(k * m, f) @ w_r
-            h = _relu(out).reshape(k, m, -1)
-        return np.concatenate([h.mean(axis=0), h.max(axis=0)], axis=1)
-
-    def __call__(self, g: GraphArrays) -> NDArray[np.float32]:
-        """``[num_graphs, out_dim]`` standardised outputs."""
-        n = g.num_graphs
-        parts: list[NDArray[np.float32]] = []
-        if self.use_graph:
-            hidden = self.convs[-1][0].shape[1]
-            pooled = np.zeros((n, 2 * hidden), dtype=np.float32)
-            sg = structure_groups(g)
-            for graphs, k, sources in sg.groups:
-                for lo in range(0, len(graphs), FORWARD_BLOCK):
-                    block = graphs[lo:lo + FORWARD_BLOCK]
-                    pooled[block] = self._pooled(g.x, block, k, sources, sg.starts)
-            parts.append(pooled)
-        parts.append(g.u.astype(np.float32, copy=False))
-        z = np.concatenate(parts, axis=1)
-        for j, (w, b) in enumerate(self.head):
-            z = z @ w
-            z += b
-            if j < len(self.head) - 1:
-                z = _relu(z)
-        return z
+#: Requests per step of a pipelined prediction (bounds the graphs and node states held at once).
+PIPELINE_ROWS = 4096
 
 
 @dataclass
@@ -219,12 +100,49 @@ class InferenceModel:
         return self.net(self.graphs(analysis, totals))
 
     def predict(self, requests: RequestTable | Sequence[Item]) -> PhasePrediction:
-        """Energy, latency, interval and notes of every request (same as ``GNNPredictor.predict``)."""
+        """Energy, latency, interval and notes of every request (same as ``GNNPredictor.predict``).
+
+        The analytic model runs on all requests at once; graphs, network and head then follow in
+        steps of :data:`PIPELINE_ROWS` requests (bounding the memory held). With two or more
+        threads (:func:`llmco2.models.numpy_forward.forward_threads`), the network of one step runs
+        in a worker thread while the main thread builds the next step's graphs and finishes the
+        previous step. Each request's numbers are the same either way."""
         table = requests if isinstance(requests, RequestTable) else RequestTable.from_items(list(requests))
         analysis = analyze_layers(table.layer_batch())
         totals = model_totals(analysis)
-        items = requests if not isinstance(requests, RequestTable) else table.items()
-        return self.head.finish(self.outputs(analysis, totals), items, analysis, totals)
+        n = len(table)
+        if n <= PIPELINE_ROWS:
+            items = requests if not isinstance(requests, RequestTable) else table.items()
+            return self.head.finish(self.outputs(analysis, totals), items, analysis, totals)
+        steps = [slice(lo, min(lo + PIPELINE_ROWS, n)) for lo in range(0, n, PIPELINE_ROWS)]
+        parts: list[PhasePrediction] = []
+        if forward_threads() < 2:
+            for rows in steps:
+                part, part_totals = take_rows(analysis, rows, n), take_rows(totals, rows, n)
+                parts.append(self._finish(table, requests, rows, part, part_totals, self.outputs(part, part_totals)))
+            return concat_predictions(parts)
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(min(switch, 2e-4))  # the worker waits less for the GIL between NumPy calls
+        try:
+            with ThreadPoolExecutor(1) as worker:
+                pending: tuple[slice, LayerAnalysis, ModelTotals, Future[NDArray[np.float32]]] | None = None
+                for rows in steps:
+                    part, part_totals = take_rows(analysis, rows, n), take_rows(totals, rows, n)
+                    network = worker.submit(self.net, self.graphs(part, part_totals))
+                    if pending is not None:
+                        parts.append(self._finish(table, requests, *pending[:3], pending[3].result()))
+                    pending = (rows, part, part_totals, network)
+                assert pending is not None
+                parts.append(self._finish(table, requests, *pending[:3], pending[3].result()))
+        finally:
+            sys.setswitchinterval(switch)
+        return concat_predictions(parts)
+
+    def _finish(self, table: RequestTable, requests: RequestTable | Sequence[Item], rows: slice, analysis: LayerAnalysis,
+                totals: ModelTotals, z: NDArray[np.float32]) -> PhasePrediction:
+        """The head on the requests ``rows`` (``analysis``, ``totals``: theirs; ``z``: the network's outputs)."""
+        items = table.take(rows).items() if isinstance(requests, RequestTable) else list(requests[rows])
+        return self.head.finish(z, items, analysis, totals)
 
     def predict_phases(self, data: Any) -> NDArray[np.float64]:
         """``[n_configs, 2]`` energy (J) of an ``EnergyData`` (same API as the training predictor)."""
@@ -236,6 +154,25 @@ class InferenceModel:
         per_config = self.predict_phases(data)[data.config]
         out = np.where(data.phase == 0, per_config[:, 0], per_config[:, 1])
         return np.where(data.phase == 2, per_config[:, 0] + per_config[:, 1], out)
+
+
+def take_rows(value: Any, rows: slice, n: int) -> Any:
+    """``value`` (a `LayerAnalysis`, `ModelTotals` or any nesting of dataclasses, dicts and
+    arrays) with every array of ``n`` rows cut to ``rows``; anything else is kept as it is."""
+    if isinstance(value, np.ndarray):
+        return value[rows] if value.ndim and value.shape[0] == n else value
+    if isinstance(value, dict):
+        return {k: take_rows(v, rows, n) for k, v in value.items()}
+    if is_dataclass(value) and not isinstance(value, type):
+        return replace(value, **{f.name: take_rows(getattr(value, f.name), rows, n) for f in fields(value) if f.init})
+    return value
+
+
+def concat_predictions(parts: Sequence[PhasePrediction]) -> PhasePrediction:
+    """One prediction of the requests of ``parts``, in order."""
+    arrays = {name: np.concatenate([getattr(q, name) for q in parts])
+              for name in ("energy_j", "latency_s", "energy_low_j", "energy_high_j", "prior_j")}
+    return PhasePrediction(**arrays, notes=[note for q in parts for note in q.notes], levels=parts[0].levels)
 
 
 def _cache_dir() -> Path:

@@ -1,0 +1,248 @@
+"""The LLMCO2 network's forward pass in NumPy (no torch).
+
+The network (:class:`llmco2.models.gnn.LLMCO2Net`) is ``num_layers`` x PyG ``SAGEConv`` with its
+defaults (mean aggregation, root weight, ``normalize=False``):
+``h_i' = relu(W_l · mean_{j -> i} h_j + b_l + W_r · h_i)``, then mean and max pooling over each
+graph's nodes, the global features concatenated, and ``Linear -> ReLU -> Linear``.
+
+Graphs of requests that share a DAG variant have the same nodes and edges, so a batch is grouped
+by structure and each group is a few slice additions (one per edge of the variant) and one matrix
+product per layer on a ``[2 F, k * m]`` block, whatever the number of requests. Blocks are shared
+out to a few threads; BLAS runs one thread per call, so the result does not depend on the number
+of threads.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from queue import Empty, SimpleQueue
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmco2.analytic.table import distinct_rows
+from llmco2.errors import InvalidInputError
+from llmco2.graph.features import GraphArrays
+
+#: Graphs per block of the forward pass (bounds the working memory: block x nodes x hidden floats).
+FORWARD_BLOCK = 256
+
+
+def _relu(a: NDArray[np.float32]) -> NDArray[np.float32]:
+    return np.maximum(a, 0.0, out=a)
+
+
+@dataclass(frozen=True)
+class StructureGroups:
+    """Graphs grouped by identical structure (node count and local edge list)."""
+
+    starts: NDArray[np.int64]  # first node of every graph
+    groups: list[tuple[NDArray[np.int64], int, tuple[tuple[int, ...], ...]]]  # (graphs, nodes, sources of each node)
+
+
+def _hash_weights(size: int, seed: int) -> NDArray[np.float64]:
+    """``size`` pseudo-random integers in ``[1, 2^31]`` as floats (splitmix64 of ``seed + i``;
+    cheaper to start than ``numpy.random``, which takes some 20 ms to import)."""
+    z = (np.arange(size, dtype=np.uint64) + np.uint64(seed)) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return (z >> np.uint64(33)).astype(np.float64) + 1.0
+
+
+def structure_groups(g: GraphArrays) -> StructureGroups:
+    """Group the graphs of ``g`` by structure: equal node count, edge count and two random-weight
+    hashes of the local ``(src, dst)`` pairs."""
+    n = g.num_graphs
+    counts = np.bincount(g.batch, minlength=n)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    src, dst = g.edge_index
+    graph_of_edge = g.batch[dst] if len(dst) else np.zeros(0, dtype=np.int64)
+    width = int(counts.max()) + 1 if n else 1
+    local = (src - starts[graph_of_edge]) * width + (dst - starts[graph_of_edge])
+    h1, h2 = (_hash_weights(width * width, seed) for seed in (12345, 67890))
+    first, inverse = distinct_rows(counts, np.bincount(graph_of_edge, minlength=n),
+                                   np.bincount(graph_of_edge, weights=h1[local], minlength=n),
+                                   np.bincount(graph_of_edge, weights=h2[local], minlength=n))
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(first) + 1))
+    groups = []
+    for gid, r0 in enumerate(first):
+        k = int(counts[r0])
+        mine = graph_of_edge == r0
+        sources: list[list[int]] = [[] for _ in range(k)]
+        for s_, d_ in zip((src[mine] - starts[r0]).tolist(), (dst[mine] - starts[r0]).tolist(), strict=True):
+            sources[d_].append(s_)  # in edge order, the order scatter-add sums in
+        groups.append((order[bounds[gid]:bounds[gid + 1]], k, tuple(tuple(x) for x in sources)))
+    return StructureGroups(starts, groups)
+
+
+@dataclass
+class SageForward:
+    """The LLMCO2Net forward pass from its state-dict arrays (float32, like the trained network).
+
+    Node states are kept feature-major (``[features, nodes]``): each SAGE layer is one matrix
+    product of the stacked ``[W_l | W_r]`` (``[hidden, 2 F]``) with the layer input laid out as
+    ``[aggregate; root]`` (``[2 F, nodes]``), which equals ``lin_l(aggregate) + lin_r(root)``.
+    Its output goes straight into the root half of the next layer's input, and the bias and the
+    ReLU run in place over contiguous memory. Buffers are allocated once per call and reused by
+    every block.
+    """
+
+    convs: list[tuple[NDArray[np.float32], NDArray[np.float32]]]  # ([W_l | W_r], b_l[:, None]) of each layer
+    head: list[tuple[NDArray[np.float32], NDArray[np.float32]]]  # (W^T, b) of each Linear
+    use_graph: bool = True
+
+    @classmethod
+    def from_state_dict(cls, weights: dict[str, NDArray[np.float32]], num_layers: int, use_graph: bool) -> SageForward:
+        try:
+            convs = []
+            for i in range(num_layers if use_graph else 0):
+                p = f"convs.{i}."
+                bias = weights.get(p + "lin_l.bias")
+                w_l, w_r = weights[p + "lin_l.weight"], weights[p + "lin_r.weight"]
+                stacked = np.ascontiguousarray(np.concatenate([w_l, w_r], axis=1), dtype=np.float32)
+                b = bias if bias is not None else np.zeros(w_l.shape[0], np.float32)
+                convs.append((stacked, np.ascontiguousarray(b, dtype=np.float32).reshape(-1, 1)))
+            idx = sorted(int(k.split(".")[1]) for k in weights if k.startswith("head.") and k.endswith(".weight"))
+            head = [(np.ascontiguousarray(weights[f"head.{i}.weight"].T), weights[f"head.{i}.bias"]) for i in idx]
+        except KeyError as exc:
+            raise InvalidInputError(f"unsupported network layout in the checkpoint: no weight {exc.args[0]!r}",
+                                    field="checkpoint") from None
+        known = {f"convs.{i}.lin_{s}.{t}" for i in range(num_layers) for s in "lr" for t in ("weight", "bias")}
+        known |= {f"head.{i}.{t}" for i in idx for t in ("weight", "bias")}
+        extra = sorted(set(weights) - known)
+        if extra or not head:
+            raise InvalidInputError(f"unsupported network layout in the checkpoint (unexpected weights {extra[:3]})",
+                                    field="checkpoint")
+        return cls(convs, head, use_graph)
+
+    @property
+    def out_dim(self) -> int:
+        return int(self.head[-1][0].shape[1])
+
+    def _pooled(self, x: NDArray[np.float32], nodes: NDArray[np.int64], k: int, sources: tuple[tuple[int, ...], ...],
+                work: list[NDArray[np.float32]]) -> NDArray[np.float32]:
+        """``[m, 2 * hidden]`` mean and max pooled node states of ``m`` graphs of one structure
+        (``k`` nodes, ``sources[i]`` the nodes with an edge into node ``i``). ``x``: node features
+        ``[num_nodes, F]``; ``nodes``: the graphs' ``k * m`` rows of ``x``, node-major. ``work``: three flat float32 buffers of ``k * m * (2 * max(F, hidden) + 1)``
+        floats or more."""
+        rows = len(nodes)
+        m = rows // k
+        f = x.shape[1]
+        a = work[0][:2 * f * rows].reshape(2 * f, rows)
+        gathered = work[2][:rows * f].reshape(rows, f)
+        np.take(x, nodes, axis=0, out=gathered, mode="clip")  # the indices are in range
+        a[f:] = gathered.T  # root half, feature-major
+        zeros = work[2][-rows:].reshape(1, rows)  # a zero row, for a fast in-place ReLU
+        zeros.fill(0.0)
+        out = a[f:]
+        for layer, (w, b) in enumerate(self.convs):
+            root = a[f:].reshape(f, k, m)
+            agg = a[:f].reshape(f, k, m)
+            for i, srcs in enumerate(sources):  # sum over in-neighbours, then divide: as scatter-mean does
+                target = agg[:, i]
+                if not srcs:
+                    target.fill(0.0)
+                elif len(srcs) == 1:
+                    np.copyto(target, root[:, srcs[0]])
+                else:
+                    np.add(root[:, srcs[0]], root[:, srcs[1]], out=target)
+                    for j in srcs[2:]:
+                        target += root[:, j]
+                    target /= np.float32(len(srcs))
+            hidden = w.shape[0]
+            if layer == len(self.convs) - 1:
+                out = work[2][:hidden * rows].reshape(hidden, rows)
+            else:
+                nxt = work[1 - layer % 2][:2 * hidden * rows].reshape(2 * hidden, rows)
+                out = nxt[hidden:]
+            np.matmul(w, a, out=out)
+            out += b  # the order of PyG: lin_l(aggregate) + lin_r(root), then the bias of lin_l
+            np.maximum(out, zeros, out=out)
+            a, f = (nxt, hidden) if layer < len(self.convs) - 1 else (a, f)
+        h = out.reshape(-1, k, m)
+        return np.concatenate([h.mean(axis=1).T, h.max(axis=1).T], axis=1)
+
+    def __call__(self, g: GraphArrays, threads: int | None = None) -> NDArray[np.float32]:
+        """``[num_graphs, out_dim]`` standardised outputs (``threads``: default
+        :func:`forward_threads`)."""
+        parts: list[NDArray[np.float32]] = []
+        with _blas_single_thread():  # the same products, so the same rounding, on any machine
+            if self.use_graph:
+                parts.append(self.pooled(g, threads))
+            parts.append(g.u.astype(np.float32, copy=False))
+            z = np.concatenate(parts, axis=1)
+            for j, (w, b) in enumerate(self.head):
+                z = z @ w
+                z += b
+                if j < len(self.head) - 1:
+                    z = _relu(z)
+        return z
+
+    def pooled(self, g: GraphArrays, threads: int | None = None) -> NDArray[np.float32]:
+        """``[num_graphs, 2 * hidden]`` pooled node states after the SAGE layers.
+
+        The graphs are cut into blocks of at most :data:`FORWARD_BLOCK` graphs of one structure,
+        largest first, and ``threads`` threads (default :func:`forward_threads`) take blocks from a
+        queue; BLAS runs
+        one thread per call meanwhile, so every block is computed the same way however many
+        threads there are."""
+        width = self.convs[-1][0].shape[0] if self.convs else g.x.shape[1]
+        pooled = np.empty((g.num_graphs, 2 * width), dtype=np.float32)
+        sg = structure_groups(g)
+        units = [(graphs[lo:lo + FORWARD_BLOCK], k, sources) for graphs, k, sources in sg.groups
+                 for lo in range(0, len(graphs), FORWARD_BLOCK)]
+        if not units:
+            return pooled
+        units.sort(key=lambda u: -len(u[0]) * u[1])
+        size = max(len(block) * k for block, k, _ in units) * (2 * max(g.x.shape[1], width) + 1)
+        queue: SimpleQueue[tuple[NDArray[np.int64], int, tuple[tuple[int, ...], ...]]] = SimpleQueue()
+        for unit in units:
+            queue.put(unit)
+
+        def work() -> None:
+            buffers = [np.empty(size, dtype=np.float32) for _ in range(3)]
+            while True:
+                try:
+                    block, k, sources = queue.get_nowait()
+                except Empty:
+                    return
+                nodes = (sg.starts[block][None, :] + np.arange(k)[:, None]).reshape(-1)
+                pooled[block] = self._pooled(g.x, nodes, k, sources, buffers)
+
+        threads = min(threads or forward_threads(), len(units))
+        with _blas_single_thread():
+            if threads == 1:
+                work()
+            else:
+                with ThreadPoolExecutor(threads) as pool:
+                    for done in [pool.submit(work) for _ in range(threads)]:
+                        done.result()
+        return pooled
+
+
+def forward_threads() -> int:
+    """Threads of the forward pass: the CPUs this process may use (at most 8), or
+    ``LLMCO2_THREADS`` when set."""
+    given = os.environ.get("LLMCO2_THREADS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+def _blas_single_thread() -> AbstractContextManager[Any]:
+    """A context in which BLAS calls run on one thread (threadpoolctl), or a no-op without it."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
