@@ -193,3 +193,24 @@ def test_power_model_units_compute_bound_prefill_draws_more_than_memory_bound_de
     np.testing.assert_allclose(u, want)
     old = PhysicsPrior.from_state_dict({"efficiency": {}, "activity": [0.5, 0.5]})
     assert old.power_model == "phase" and old.collective_us == 0.0 and old.sequence_us == {}
+
+
+def test_unseen_gpu_correction_is_held_to_its_groups_training_range() -> None:
+    """A GPU outside the training domain gets at most the correction the training GPUs of its
+    group (data-centre or edge) needed; a trained GPU keeps the network's correction."""
+    from llmco2.models.targets import EnergyTarget
+
+    arch = get_model("qwen2-0.5b")
+    items = [(arch, Request(batch_size=1, prompt_tokens=64, generated_tokens=9), get_gpu(g)) for g in ("h100-sxm", "l4")]
+    analysis = analyze_layers(LayerBatch.from_items(items))
+    totals = model_totals(analysis)
+    target = EnergyTarget(np.zeros(2), np.ones(2), group_bounds={"datacentre": [np.log(0.75), np.log(2.0)]})
+    head = OutputHead(target, PhysicsPrior(efficiency={"datacentre": [0.5, 0.5]}), domain={"devices": ["h100-sxm"]})
+    z = np.full((2, 2), np.log(0.3))  # the network asks for 0.3x the prior on both GPUs
+    out = head.finish(z, items, analysis, totals)
+    ratio = out.energy_j / out.prior_j
+    np.testing.assert_allclose(ratio[0], 0.3)  # trained GPU: the network's correction
+    np.testing.assert_allclose(ratio[1], 0.75)  # unseen L4: held at the data-centre minimum
+    assert EnergyTarget.from_state_dict(target.state_dict()).group_bounds == target.group_bounds
+    bounds = EnergyTarget.group_log_ratio_bounds(np.log([0.5, 2.0, 1.0, np.inf]), ["edge", "edge", "datacentre", "edge"])
+    assert bounds == {"datacentre": [0.0, 0.0], "edge": [pytest.approx(np.log(0.5)), pytest.approx(np.log(2.0))]}

@@ -218,7 +218,7 @@ def _csv_batches(path: Path, header: list[str]) -> Iterator[pa.RecordBatch]:
         raw = next(csv.reader(fh), [])
     try:
         reader = pa_csv.open_csv(
-            path, read_options=pa_csv.ReadOptions(block_size=1 << 20, use_threads=True),
+            path, read_options=pa_csv.ReadOptions(block_size=1 << 20, use_threads=False),
             parse_options=pa_csv.ParseOptions(invalid_row_handler=None),
             convert_options=pa_csv.ConvertOptions(column_types={h: pa.string() for h in raw}, strings_can_be_null=False,
                                                   quoted_strings_can_be_null=False))
@@ -251,6 +251,39 @@ def _parquet_batches(path: Path, chunk_rows: int) -> Iterator[pa.RecordBatch]:
         yield pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
 
 
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """One record batch of the rows of ``batches`` (same schema)."""
+    if len(batches) == 1:
+        return batches[0]
+    if hasattr(pa, "concat_batches"):  # pyarrow >= 19
+        return pa.concat_batches(batches)
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def _rebatch(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """The rows of ``batches`` in batches of exactly ``rows`` rows, the last one shorter (the
+    reader's batches follow its block size, so a short batch would otherwise be a chunk of its
+    own). At most ``rows`` rows plus one reader batch are held."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        held += batch.num_rows
+        if held < rows:
+            continue
+        merged = _concat(pending)
+        lo = 0
+        while held - lo >= rows:
+            yield merged.slice(lo, rows)
+            lo += rows
+        pending = [merged.slice(lo)] if held > lo else []
+        held -= lo
+    if held:
+        yield _concat(pending)
+
+
 def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None = None) -> Iterator[RequestChunk]:
     """Parsed, validated chunks of a request file (``.parquet``/``.pq``: Parquet; else CSV) of at
     most ``chunk_rows`` rows (default :data:`CHUNK_ROWS`)."""
@@ -274,16 +307,14 @@ def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None
     resolver = _Resolver(defaults)
     check_context = not getattr(defaults, "ignore_context", False)
     line = 2
-    for big in (_parquet_batches(path, chunk_rows) if parquet else _csv_batches(path, header)):
-        for lo in range(0, big.num_rows, chunk_rows):
-            batch = big.slice(lo, chunk_rows)
-            lines = line + np.arange(batch.num_rows, dtype=np.int64)
-            try:
-                table = parse_chunk(header, batch, lines, resolver, check_context)
-            except InvalidInputError as exc:
-                raise InvalidInputError(f"{path}, {exc}", field=None) from None
-            yield RequestChunk(header, batch, table, line)
-            line += batch.num_rows
+    for batch in _rebatch(_parquet_batches(path, chunk_rows) if parquet else _csv_batches(path, header), chunk_rows):
+        lines = line + np.arange(batch.num_rows, dtype=np.int64)
+        try:
+            table = parse_chunk(header, batch, lines, resolver, check_context)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{path}, {exc}", field=None) from None
+        yield RequestChunk(header, batch, table, line)
+        line += batch.num_rows
     if line == 2:
         raise InvalidInputError(f"{path} has a header but no requests", field="--requests")
 

@@ -8,7 +8,7 @@ is computed once per distinct combination and broadcast, never once per row.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,3 +153,32 @@ def distinct_rows(*columns: NDArray[Any]) -> tuple[NDArray[np.int64], NDArray[np
     inverse = np.empty(n, dtype=np.int64)
     inverse[order] = group
     return order[new].astype(np.int64), inverse
+
+
+def object_codes(objects: Sequence[Any]) -> tuple[list[Any], NDArray[np.int64]]:
+    """``(distinct objects, per-row code)``, objects compared by identity, in order of first
+    appearance (no per-row Python beyond reading ``id``)."""
+    if not isinstance(objects, (list, tuple)):
+        objects = list(objects)  # held, so that no two rows' objects share an id
+    n = len(objects)
+    if not n:
+        return [], np.zeros(0, dtype=np.int64)
+    ids = np.fromiter(map(id, objects), dtype=np.int64, count=n)
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return [objects[int(i)] for i in first[order]], rank[inverse.reshape(-1)].astype(np.int64)
+
+
+def value_codes(values: Sequence[Hashable]) -> tuple[list[Any], NDArray[np.int64]]:
+    """``(distinct values, per-row code)`` of hashable values compared by equality: codes by
+    identity first (:func:`object_codes`), then equal values merged (a dict over the distinct
+    objects only), in order of first appearance. A NumPy array is coded by ``np.unique`` (sorted)."""
+    if isinstance(values, np.ndarray):
+        uniq, inverse = np.unique(values, return_inverse=True)
+        return uniq.tolist(), inverse.reshape(-1).astype(np.int64)
+    objs, code = object_codes(values)
+    index: dict[Any, int] = {}
+    merge = np.array([index.setdefault(v, len(index)) for v in objs], dtype=np.int64)
+    return list(index), merge[code] if len(code) else code

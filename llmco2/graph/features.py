@@ -16,6 +16,7 @@ a version (:data:`FEATURE_SCHEMA_VERSION`) that checkpoints record and check on 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -51,20 +52,20 @@ GLOBAL_FEATURES: tuple[str, ...] = (
 _INTENSITY_CAP = 1e9
 
 
-def _log(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``log1p(max(q, 0))`` of every element, NaN read as 0 and +inf as :data:`_INTENSITY_CAP`.
+def _log(x: NDArray[np.float64], overwrite: bool = False) -> NDArray[np.float64]:
+    """``log1p(max(q, 0))`` of every element, NaN read as 0 and +inf as :data:`_INTENSITY_CAP`
+    (``overwrite``: ``x`` is a float64 scratch array that may be changed, else it is copied).
 
     From ``q >= 1`` on, ``log(1 + q)`` is used: ``1 + q`` is exact to 2^-53, so the result is
     within a few float64 ulps of ``log1p(q)`` (the features are float32, so equal in practice),
-    and ``log`` is several times faster than ``log1p`` over large arrays."""
-    q = np.array(x, dtype=np.float64)  # a copy, changed in place below
+    and ``log`` is several times faster than ``log1p`` over large arrays. Below 1, ``log1p`` runs
+    in place on the masked elements only (no gather and scatter)."""
+    q = x if overwrite and isinstance(x, np.ndarray) and x.dtype == np.float64 else np.array(x, dtype=np.float64)
     np.fmax(q, 0.0, out=q)  # NaN, -inf and negatives -> 0
     q[q == np.inf] = _INTENSITY_CAP
-    small = (q > 0.0) & (q < 1.0)
     out = np.add(q, 1.0)
     np.log(out, out=out)
-    if small.any():
-        out[small] = np.log1p(q[small])
+    np.log1p(q, out=out, where=q < 1.0)
     return out
 
 
@@ -97,11 +98,26 @@ def _phase_raw(analysis: LayerAnalysis, phase: str, name: str) -> tuple[list[NDA
     return raw, r.bound
 
 
+def _take_rows(v: Any, rows: NDArray[np.int64], n: int, out: NDArray[Any] | None = None) -> NDArray[Any]:
+    """``broadcast_to(v, (n,))[rows]`` (into ``out`` when given) without building the broadcast
+    view when ``v`` is already one value per request or a single value."""
+    a = np.asarray(v)
+    if a.shape == (n,):
+        return np.take(a, rows, out=out)
+    if a.size != 1:
+        return np.take(np.broadcast_to(a, (n,)), rows, out=out)
+    if out is None:
+        return np.full(len(rows), a.reshape(()), dtype=a.dtype)
+    out[...] = a.reshape(())
+    return out
+
+
 def _fill_nodes(x: NDArray[np.float32], analysis: LayerAnalysis, present: NDArray[np.bool_],
                 offsets: NDArray[np.int64]) -> None:
-    """Write every node's kernel one-hot and prefill and decode features into ``x``, one kernel at a
-    time: the kernel's quantities are taken at the requests where it is present and logged in one
-    :func:`_log` (element-wise, so equal to taking them one at a time)."""
+    """Write every node's row of ``x`` (its kernel one-hot and prefill and decode features), one
+    kernel at a time: the kernel's quantities are taken at the requests where it is present and
+    logged in one :func:`_log` (element-wise, so equal to taking them one at a time). Every row of
+    ``x`` is written once, so ``x`` need not be zeroed beforehand."""
     n = len(analysis.batch)
     n_kernels, n_logged = len(KERNEL_NAMES), sum(not f.startswith("bound_") for f in PHASE_FEATURES)  # logged, then 3 flags
     slot = np.cumsum(present, axis=1) - 1  # position of each kernel among its graph's nodes
@@ -109,18 +125,18 @@ def _fill_nodes(x: NDArray[np.float32], analysis: LayerAnalysis, present: NDArra
         rows = np.flatnonzero(present[:, k])
         if not len(rows):
             continue
-        nodes = offsets[rows] + slot[rows, k]
-        x[nodes, k] = 1.0
+        block = np.zeros((len(rows), x.shape[1]), dtype=x.dtype)  # the rows of these nodes
+        block[:, k] = 1.0
+        phases = block[:, n_kernels:].reshape(len(rows), 2, len(PHASE_FEATURES))
         raw = np.empty((2, n_logged, len(rows)), dtype=np.float64)
-        block = np.empty((len(rows), 2, len(PHASE_FEATURES)), dtype=np.float64)
         for p, phase in enumerate(("prefill", "decode")):
             values, bound = _phase_raw(analysis, phase, name)
             for j, v in enumerate(values):
-                np.take(np.broadcast_to(v, (n,)), rows, out=raw[p, j])
-            np.equal(np.take(np.broadcast_to(bound, (n,)), rows)[:, None], np.arange(3), out=block[:, p, n_logged:],
+                _take_rows(v, rows, n, raw[p, j])
+            np.equal(_take_rows(bound, rows, n)[:, None], np.arange(3), out=phases[:, p, n_logged:],
                      casting="unsafe")  # compute, memory, network bound
-        block[:, :, :n_logged] = _log(raw).transpose(2, 0, 1)
-        x[nodes, n_kernels:] = block.reshape(len(rows), -1)
+        phases[:, :, :n_logged] = _log(raw, overwrite=True).transpose(2, 0, 1)  # rounded to float32 once
+        x[offsets[rows] + slot[rows, k]] = block
 
 
 def global_feature_matrix(analysis: LayerAnalysis, totals: ModelTotals) -> NDArray[np.float64]:
@@ -134,7 +150,7 @@ def global_feature_matrix(analysis: LayerAnalysis, totals: ModelTotals) -> NDArr
     for phase in PHASES:
         t = totals.totals[phase]
         after += [t["ops"], t["mem_bytes"], t["net_bytes"], t["time_s"] * 1e6]
-    logs = _log(np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in logged + after], axis=1))
+    logs = _log(np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in logged + after], axis=1), overwrite=True)
     plain = np.stack([b.w_bytes * 8.0, b.kv_bytes * 8.0, b.gated, b.flash], axis=1).astype(np.float64)
     engines = (b.engine[:, None] == np.arange(len(ENGINE_LEVELS))[None, :]).astype(np.float64)
     return np.concatenate([logs[:, :len(logged)], plain, logs[:, len(logged):], engines], axis=1)
@@ -148,8 +164,8 @@ def build_graph_arrays(analysis: LayerAnalysis, totals: ModelTotals) -> GraphArr
     counts = present.sum(axis=1)
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
     num_nodes = int(counts.sum())
-    x = np.zeros((num_nodes, len(NODE_FEATURES)), dtype=np.float32)
-    _fill_nodes(x, analysis, present, offsets)  # nodes in request-major, then kernel order
+    x = np.empty((num_nodes, len(NODE_FEATURES)), dtype=np.float32)
+    _fill_nodes(x, analysis, present, offsets)  # every row, nodes in request-major, then kernel order
     batch = np.repeat(np.arange(n, dtype=np.int64), counts)
     edge_chunks: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
     bits = present.astype(np.int64) @ (np.int64(1) << np.arange(present.shape[1], dtype=np.int64))  # one code per variant

@@ -28,9 +28,9 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import LayerAnalysis
 from llmco2.analytic.model import ModelTotals
-from llmco2.analytic.table import distinct_rows
+from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
 from llmco2.models.intervals import IntervalCalibration
-from llmco2.models.physics import Item, PhaseInputs, PhysicsPrior, cached_engine_id
+from llmco2.models.physics import Item, PhaseInputs, PhysicsPrior, cached_engine_id, gpu_engine_codes
 from llmco2.models.physics import device_group as gpu_group
 from llmco2.models.targets import MIN_PRIOR_J, EnergyTarget
 from llmco2.specs import UNKNOWN_ENGINE, engine_ids
@@ -68,25 +68,42 @@ class PhasePrediction:
         return self.energy_j.sum(axis=1)
 
 
+def _device_note(domain: dict[str, Any], gpu_id: str) -> str | None:
+    """The note of a GPU the training data did not show (None when it did)."""
+    if domain.get("devices") and gpu_id not in domain["devices"]:
+        return (f"unseen GPU {gpu_id} (trained on {', '.join(domain['devices'])}): extrapolated through its "
+                "peak throughput, bandwidth, TDP and idle power")
+    return None
+
+
+def _engine_note(domain: dict[str, Any], engine: str) -> str | None:
+    """The note of an engine (catalog id) the training data did not show (None when it did)."""
+    if domain.get("engines") and engine not in domain["engines"]:
+        return (f"unseen engine {engine} (trained on {', '.join(domain['engines'])}): extrapolated through its "
+                "launch and step overheads")
+    return None
+
+
+def _range_note(lo_hi: Sequence[int], value: int, label: str) -> str:
+    return f"{label} {value:,} outside the trained range {lo_hi[0]:,}-{lo_hi[1]:,}"
+
+
+#: The counts that :func:`domain_notes` checks against the trained ranges: (domain key, label).
+_RANGE_LABELS = (("params", "parameters"), ("prompt_tokens", "prompt tokens"), ("generated_tokens", "generated tokens"),
+                 ("batch_size", "batch size"), ("num_gpus", "GPUs"))
+
+
 def domain_notes(domain: dict[str, Any], item: Item, params: int | None = None) -> list[str]:
     """Why a request lies outside a training domain (empty when it does not); ``params``: the
     architecture's parameter count when the caller has it."""
     arch, req, gpu = item
-    notes: list[str] = []
-    if domain.get("devices") and gpu.id not in domain["devices"]:
-        notes.append(f"unseen GPU {gpu.id} (trained on {', '.join(domain['devices'])}): extrapolated through its "
-                     "peak throughput, bandwidth, TDP and idle power")
-    engine = cached_engine_id(req.engine)
-    if domain.get("engines") and engine not in domain["engines"]:
-        notes.append(f"unseen engine {engine} (trained on {', '.join(domain['engines'])}): extrapolated through its "
-                     "launch and step overheads")
-    checks = (("params", arch.param_count() if params is None else params, "parameters"), ("prompt_tokens", req.prompt_tokens, "prompt tokens"),
-              ("generated_tokens", req.generated_tokens, "generated tokens"), ("batch_size", req.batch_size, "batch size"),
-              ("num_gpus", req.num_gpus, "GPUs"))
-    for key, value, label in checks:
+    notes = [note for note in (_device_note(domain, gpu.id), _engine_note(domain, cached_engine_id(req.engine))) if note]
+    values = (arch.param_count() if params is None else params, req.prompt_tokens, req.generated_tokens, req.batch_size,
+              req.num_gpus)
+    for (key, label), value in zip(_RANGE_LABELS, values, strict=True):
         lo_hi = domain.get(key)
         if lo_hi and not lo_hi[0] <= value <= lo_hi[1]:
-            notes.append(f"{label} {value:,} outside the trained range {lo_hi[0]:,}-{lo_hi[1]:,}")
+            notes.append(_range_note(lo_hi, value, label))
     return notes
 
 
@@ -95,36 +112,50 @@ _RANGE_CHECKS = (("prompt_tokens", "prompt_tokens"), ("generated_tokens", "gener
                  ("num_gpus", "num_gpus"))
 
 
-def _object_codes(objects: Sequence[Any]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """``(first index of each distinct object, per-row code)``, objects compared by identity."""
-    ids = np.fromiter(map(id, objects), dtype=np.int64, count=len(objects))
-    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
-
-
-def domain_note_lists(domain: dict[str, Any], items: Sequence[Item]) -> list[list[str]]:
-    """:func:`domain_notes` of every item, each row its own list. The notes depend only on the
-    GPU, the engine, the parameter count and the counts that lie outside their trained range, so
-    they are built once per distinct combination of those, not once per row."""
+def domain_note_lists(domain: dict[str, Any], items: Sequence[Item] | RequestTable,
+                      params: NDArray[np.floating] | None = None) -> list[list[str]]:
+    """:func:`domain_notes` of every item ((arch, request, gpu) triples or a
+    :class:`RequestTable`), each row its own list; ``params``: each row's parameter count when
+    the caller has it (e.g. ``LayerBatch.params``). The notes depend only on the GPU, the engine,
+    the parameter count and the counts that lie outside their trained range, so they are built
+    once per distinct combination of those, not once per row."""
     n = len(items)
     if not n:
         return []
-    archs, reqs, gpus = zip(*items, strict=True)
-    arch_first, arch_code = _object_codes(archs)
-    _, gpu_code = _object_codes(gpus)
-    _, engine_code = _object_codes(list(map(cached_engine_id, map(attrgetter("engine"), reqs))))
-    params = np.array([archs[i].param_count() for i in arch_first.tolist()], dtype=np.int64)[arch_code]
-    counts = np.array(list(map(attrgetter(*(attr for _, attr in _RANGE_CHECKS)), reqs)), dtype=np.int64).reshape(n, -1)
+    if params is not None:
+        params = np.rint(np.asarray(params, dtype=np.float64)).astype(np.int64)
+    if isinstance(items, RequestTable):
+        gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
+        if params is None:
+            params = np.array([a.param_count() for a in items.archs], dtype=np.int64)[items.arch]
+        counts = np.stack([getattr(items, attr) for _, attr in _RANGE_CHECKS], axis=1).astype(np.int64)
+    else:
+        archs, reqs, _ = zip(*items, strict=True)
+        gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
+        if params is None:
+            distinct, arch_code = object_codes(archs)
+            params = np.array([a.param_count() for a in distinct], dtype=np.int64)[arch_code]
+        counts = np.array(list(map(attrgetter(*(attr for _, attr in _RANGE_CHECKS)), reqs)), dtype=np.int64).reshape(n, -1)
     columns = [gpu_code, engine_code]
-    checks = [("params", params), *((key, counts[:, j]) for j, (key, _) in enumerate(_RANGE_CHECKS))]
-    for key, values in checks:
+    ranges = []  # (domain range, label, outside, value) of each range the domain has
+    for (key, label), values in zip(_RANGE_LABELS, [params, *counts.T], strict=True):
         lo_hi = domain.get(key)
         if lo_hi:
             outside = (values < lo_hi[0]) | (values > lo_hi[1])
             columns += [outside.astype(np.int64), np.where(outside, values, 0).astype(np.int64)]
+            ranges.append((lo_hi, label, outside, values))
     first, group = distinct_rows(*columns)
-    per_group = [domain_notes(domain, items[i], int(params[i])) for i in first.tolist()]
-    return [list(per_group[g]) for g in group.tolist()]
+    # the notes of each distinct combination, from notes built once per distinct GPU, engine and value
+    device_notes = [_device_note(domain, g.id) for g in gpus]
+    engine_notes = [_engine_note(domain, e) for e in engines]
+    per_group: list[list[str]] = [[note for note in (device_notes[g], engine_notes[e]) if note]
+                                  for g, e in zip(gpu_code[first].tolist(), engine_code[first].tolist(), strict=True)]
+    for lo_hi, label, outside, values in ranges:
+        made: dict[int, str] = {}
+        for notes, out, value in zip(per_group, outside[first].tolist(), values[first].tolist(), strict=True):
+            if out:
+                notes.append(made.get(value) or made.setdefault(value, _range_note(lo_hi, value, label)))
+    return list(map(list.copy, map(per_group.__getitem__, group.tolist())))
 
 
 def device_group(item: Item) -> str:
@@ -168,7 +199,7 @@ class OutputHead:
         batch = replace(analysis.batch, engine=np.where(unseen, float(levels.index(UNKNOWN_ENGINE)), index))
         return replace(analysis, batch=batch)
 
-    def prior(self, items: Sequence[Item], analysis: LayerAnalysis,
+    def prior(self, items: Sequence[Item] | RequestTable, analysis: LayerAnalysis,
               totals: ModelTotals) -> tuple[NDArray[np.float64], NDArray[np.float64], PhaseInputs]:
         """``([n, 2] prior energy (J), [n, 2] latency (s), inputs)``; the prior is floored at
         :data:`MIN_PRIOR_J` and is 1 J everywhere when ``use_prior`` is off."""
@@ -177,13 +208,20 @@ class OutputHead:
         prior = np.maximum(prior, MIN_PRIOR_J) if self.use_prior else np.ones_like(prior)
         return prior, latency, x
 
-    def finish(self, z: NDArray[np.floating], items: Sequence[Item], analysis: LayerAnalysis,
+    def finish(self, z: NDArray[np.floating], items: Sequence[Item] | RequestTable, analysis: LayerAnalysis,
                totals: ModelTotals) -> PhasePrediction:
-        """Predictions of ``items`` from the network's outputs ``z`` ``[n, >= 2]`` (first two
-        columns: prefill and decode)."""
+        """Predictions of ``items`` ((arch, request, gpu) triples or a :class:`RequestTable`) from
+        the network's outputs ``z`` ``[n, >= 2]`` (first two columns: prefill and decode)."""
         z = np.asarray(z, dtype=np.float64)[:, :2]
         prior, latency, x = self.prior(items, analysis, totals)
-        energy = self.target.energy_j(z, prior)
+        groups = x.groups  # the device group of each request (:func:`device_group`)
+        log_ratio = self.target.decode_log_ratio(self.target.clamp(z))
+        if self.target.group_bounds and self.domain.get("devices"):
+            seen = set(self.domain["devices"])
+            devices, device_code = value_codes(x.devices)
+            unseen = np.array([d not in seen for d in devices], dtype=bool)[device_code]
+            log_ratio = self.target.bound_unseen(log_ratio, groups, unseen)
+        energy = np.exp(log_ratio) * prior
         limit_w = (x.num_gpus * x.tdp_w)[:, None]
         idle_w = (x.num_gpus * x.idle_w)[:, None]
         # energy is the learned quantity; the physics latency yields to it: the average power
@@ -192,9 +230,8 @@ class OutputHead:
         empty = x.steps <= 0
         energy = np.where(empty, 0.0, energy)
         latency = np.where(empty, 0.0, latency)
-        notes = domain_note_lists(self.domain, items)
-        groups = [device_group(it) for it in items]
-        q_lo, q_hi = self.intervals.log_bounds(groups, [bool(n) for n in notes])
+        notes = domain_note_lists(self.domain, items, analysis.batch.params)
+        q_lo, q_hi = self.intervals.log_bounds(groups, np.fromiter(map(bool, notes), dtype=bool, count=len(notes)))
         low = np.minimum(energy * np.exp(q_lo), energy)
         high = np.maximum(energy * np.exp(q_hi), energy)
         return PhasePrediction(energy, latency, low, high, np.where(empty, 0.0, prior), notes, self.intervals.levels)

@@ -112,8 +112,7 @@ class InferenceModel:
         totals = model_totals(analysis)
         n = len(table)
         if n <= PIPELINE_ROWS:
-            items = requests if not isinstance(requests, RequestTable) else table.items()
-            return self.head.finish(self.outputs(analysis, totals), items, analysis, totals)
+            return self.head.finish(self.outputs(analysis, totals), requests, analysis, totals)
         steps = [slice(lo, min(lo + PIPELINE_ROWS, n)) for lo in range(0, n, PIPELINE_ROWS)]
         parts: list[PhasePrediction] = []
         if forward_threads() < 2:
@@ -141,7 +140,7 @@ class InferenceModel:
     def _finish(self, table: RequestTable, requests: RequestTable | Sequence[Item], rows: slice, analysis: LayerAnalysis,
                 totals: ModelTotals, z: NDArray[np.float32]) -> PhasePrediction:
         """The head on the requests ``rows`` (``analysis``, ``totals``: theirs; ``z``: the network's outputs)."""
-        items = table.take(rows).items() if isinstance(requests, RequestTable) else list(requests[rows])
+        items = table.take(rows) if isinstance(requests, RequestTable) else list(requests[rows])
         return self.head.finish(z, items, analysis, totals)
 
     def predict_phases(self, data: Any) -> NDArray[np.float64]:

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from llmco2.analytic.table import value_codes
+
 MIN_ROWS = 30
 #: Log-space widening of out-of-domain intervals when no out-of-domain residuals were supplied.
 UNCALIBRATED_WIDENING = 2.0
@@ -97,24 +99,25 @@ class IntervalCalibration:
         return table.get(group) or table.get("all") or [0.0, 0.0]
 
     def log_bounds(self, groups: Sequence[str], extrapolated: Sequence[bool]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """``([n, 2], [n, 2])`` log-space offsets of the interval ends, per request and phase."""
-        n = len(groups)
-        lo, hi = np.zeros((n, 2)), np.zeros((n, 2))
-        cache: dict[tuple[str, bool], tuple[list[float], list[float]]] = {}
-        for i, (group, out) in enumerate(zip(groups, extrapolated, strict=True)):
-            key = (group, bool(out))
-            if key not in cache:
-                pair = []
-                for name in PHASES:
-                    b = self._in(name, group)
-                    if out:
-                        o = self.out_of_domain.get(name)
-                        b = [min(b[0], o[0]), max(b[1], o[1])] if o else [b[0] * UNCALIBRATED_WIDENING,
-                                                                          b[1] * UNCALIBRATED_WIDENING]
-                    pair.append(b)
-                cache[key] = ([pair[0][0], pair[1][0]], [pair[0][1], pair[1][1]])
-            lo[i], hi[i] = cache[key]
-        return lo, hi
+        """``([n, 2], [n, 2])`` log-space offsets of the interval ends, per request and phase
+        (worked out once per distinct (group, extrapolated) pair)."""
+        out = np.asarray(extrapolated, dtype=bool).reshape(-1)
+        if len(out) != len(groups):
+            raise ValueError(f"{len(groups)} groups but {len(out)} extrapolation flags")
+        values, code = value_codes(groups)
+        pairs, inverse = np.unique(code * 2 + out, return_inverse=True)
+        lo, hi = np.zeros((len(pairs), 2)), np.zeros((len(pairs), 2))
+        for j, pair in enumerate(pairs.tolist()):
+            group, outside = values[pair // 2], bool(pair % 2)
+            for p, name in enumerate(PHASES):
+                b = self._in(name, group)
+                if outside:
+                    o = self.out_of_domain.get(name)
+                    b = [min(b[0], o[0]), max(b[1], o[1])] if o else [b[0] * UNCALIBRATED_WIDENING,
+                                                                      b[1] * UNCALIBRATED_WIDENING]
+                lo[j, p], hi[j, p] = b[0], b[1]
+        inverse = inverse.reshape(-1)
+        return lo[inverse], hi[inverse]
 
     def state_dict(self) -> dict[str, Any]:
         return {"levels": list(self.levels), "in_domain": self.in_domain, "out_of_domain": self.out_of_domain,

@@ -14,6 +14,7 @@ of threads.
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
@@ -240,9 +241,17 @@ def forward_threads() -> int:
 
 
 def _blas_single_thread() -> AbstractContextManager[Any]:
-    """A context in which BLAS calls run on one thread (threadpoolctl), or a no-op without it."""
+    """A context in which BLAS calls run on one thread (threadpoolctl), or a no-op without it.
+    The libraries are looked up once per process (some 0.5 ms a look-up)."""
+    controller = _threadpool_controller()
+    return controller.limit(limits=1, user_api="blas") if controller is not None else nullcontext()
+
+
+@functools.lru_cache(maxsize=1)
+def _threadpool_controller() -> Any:
+    """threadpoolctl's controller of the loaded thread pools, or None without threadpoolctl."""
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import ThreadpoolController
     except ImportError:
-        return nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+        return None
+    return ThreadpoolController()

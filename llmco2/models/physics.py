@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis
 from llmco2.analytic.model import ModelTotals
+from llmco2.analytic.table import RequestTable, object_codes, value_codes
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids
 
 Item = tuple[ModelArch, Request, GPU]
@@ -108,7 +110,9 @@ class PhaseInputs:
                            self.num_gpus[idx], self.tdp_w[idx], self.idle_w[idx], *pick)
 
     @classmethod
-    def build(cls, items: Sequence[Item], analysis: LayerAnalysis, totals: ModelTotals) -> PhaseInputs:
+    def build(cls, items: Sequence[Item] | RequestTable, analysis: LayerAnalysis, totals: ModelTotals) -> PhaseInputs:
+        """The inputs of ``items`` ((arch, request, gpu) triples or a :class:`RequestTable`).
+        Idle power, device group and engine id are looked up once per distinct GPU and engine."""
         b = analysis.batch
         roof = np.stack([np.maximum(totals.totals[p]["time_s"], 0.0) for p in PHASE_NAMES], axis=1)
         comp = np.stack([totals.totals[p]["ops"] for p in PHASE_NAMES], axis=1) / b.peak_ops_per_s[:, None]
@@ -118,9 +122,32 @@ class PhaseInputs:
         per_layer = np.sum([analysis.present[k].astype(np.float64) for k in KERNEL_NAMES], axis=0)
         kernels = per_layer * b.layers + HEAD_KERNELS
         collectives = np.sum([analysis.present[k].astype(np.float64) for k in ALL_REDUCE_KERNELS], axis=0) * b.layers
-        idle = np.array([idle_power_w(g) for _, _, g in items], dtype=np.float64)
+        gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
+        idle = np.array([idle_power_w(g) for g in gpus], dtype=np.float64).reshape(-1)[gpu_code]
         return cls(roof, comp.astype(np.float64), mem.astype(np.float64), steps, kernels, b.batch.astype(np.float64), collectives, b.num_gpus.astype(np.float64), b.tdp_w.astype(np.float64), idle,
-                   [cached_engine_id(r.engine) for _, r, _ in items], [g.id for _, _, g in items], [device_group(g) for _, _, g in items])
+                   _spread(engines, engine_code), _spread([g.id for g in gpus], gpu_code),
+                   _spread([device_group(g) for g in gpus], gpu_code))
+
+
+def _spread(values: Sequence[str], codes: NDArray[np.int64]) -> list[str]:
+    """``[values[c] for c in codes]`` (one NumPy take)."""
+    table = np.empty(len(values), dtype=object)
+    table[:] = list(values)
+    return table[codes].tolist()
+
+
+def gpu_engine_codes(items: Sequence[Item] | RequestTable) -> tuple[list[GPU], NDArray[np.int64], list[str], NDArray[np.int64]]:
+    """``(distinct GPUs, per-row GPU code, distinct engine ids, per-row engine code)`` of
+    ((arch, request, gpu) triples or a :class:`RequestTable`); GPUs compared by identity."""
+    if isinstance(items, RequestTable):
+        engines, kind_engine = value_codes([cached_engine_id(k.engine) for k in items.kinds])
+        return list(items.gpus), items.gpu, engines, kind_engine[items.kind] if len(items) else items.kind
+    if not len(items):
+        return [], np.zeros(0, dtype=np.int64), [], np.zeros(0, dtype=np.int64)
+    _, reqs, row_gpus = zip(*items, strict=True)
+    gpus, gpu_code = object_codes(row_gpus)
+    engines, engine_code = value_codes(list(map(cached_engine_id, map(attrgetter("engine"), reqs))))
+    return gpus, gpu_code, engines, engine_code
 
 
 def _catalog_priors() -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
@@ -162,20 +189,22 @@ class PhysicsPrior:
 
     def efficiencies(self, devices: Sequence[str], groups: Sequence[str]) -> NDArray[np.float64]:
         """``[n, 2]`` roofline efficiency of each request's device (its group's when not fitted)."""
-        keys = np.char.add(np.char.add(np.asarray(devices, dtype=str), "|"), np.asarray(groups, dtype=str))
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        table = np.array([self.efficiency.get(d) or self.efficiency.get(g) or list(DEFAULT_EFFICIENCY)
-                          for d, g in (k.split("|") for k in uniq)], dtype=np.float64).reshape(-1, 2)
+        device_values, device_code = value_codes(devices)
+        group_values, group_code = value_codes(groups)
+        pairs, inverse = np.unique(device_code * max(len(group_values), 1) + group_code, return_inverse=True)
+        keys = [(device_values[int(p) // max(len(group_values), 1)], group_values[int(p) % max(len(group_values), 1)])
+                for p in pairs]
+        table = np.array([self.efficiency.get(d) or self.efficiency.get(g) or list(DEFAULT_EFFICIENCY) for d, g in keys],
+                         dtype=np.float64).reshape(-1, 2)
         return table[inverse.reshape(-1)]
 
     def overheads(self, engines: Sequence[str]) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         """``[n]`` launch overhead per kernel, overhead per step and per sequence of a step (s) of
         each request's engine."""
-        uniq, inverse = np.unique(np.asarray(engines, dtype=str), return_inverse=True)
-        launch = np.array([self.launch_us.get(e, self.launch_us.get("unknown", 8.0)) for e in uniq]) * 1e-6
-        step = np.array([self.step_ms.get(e, self.step_ms.get("unknown", 1.5)) for e in uniq]) * 1e-3
-        seq = np.array([self.sequence_us.get(e, self.sequence_us.get("unknown", 0.0)) for e in uniq]) * 1e-6
-        inv = inverse.reshape(-1)
+        uniq, inv = value_codes(engines)
+        launch = np.array([self.launch_us.get(e, self.launch_us.get("unknown", 8.0)) for e in uniq], dtype=np.float64) * 1e-6
+        step = np.array([self.step_ms.get(e, self.step_ms.get("unknown", 1.5)) for e in uniq], dtype=np.float64) * 1e-3
+        seq = np.array([self.sequence_us.get(e, self.sequence_us.get("unknown", 0.0)) for e in uniq], dtype=np.float64) * 1e-6
         return launch[inv], step[inv], seq[inv]
 
     def latency_s(self, x: PhaseInputs) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

@@ -11,7 +11,8 @@ trained on some GPUs say something sensible about a GPU it has never seen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,10 @@ class EnergyTarget:
     std: NDArray[np.float64]
     lo: NDArray[np.float64] | None = None
     hi: NDArray[np.float64] | None = None
+    #: device group -> ``[min, max]`` of the training rows' ``log(E / E_prior)`` on that group's GPUs
+    #: (every phase, whole-request rows against the summed prior): the correction an unseen GPU of
+    #: the group may get (:meth:`bound_unseen`).
+    group_bounds: dict[str, list[float]] = field(default_factory=dict)
 
     @classmethod
     def fit(cls, log_ratio: NDArray[np.float64], mask: NDArray[np.bool_]) -> EnergyTarget:
@@ -60,6 +65,29 @@ class EnergyTarget:
                 z = (vals - mean[p]) / std[p]
                 lo[p], hi[p] = float(z.min()) - CLAMP_MARGIN, float(z.max()) + CLAMP_MARGIN
         return cls(mean, std, lo, hi)
+
+    @staticmethod
+    def group_log_ratio_bounds(log_ratio: NDArray[np.float64], groups: Sequence[str]) -> dict[str, list[float]]:
+        """``{group: [min, max]}`` of the per-row log-ratios ``log_ratio`` ``[n]`` of each device group."""
+        g = np.asarray(groups, dtype=object)
+        ok = np.isfinite(log_ratio)
+        return {str(k): [float(log_ratio[ok & (g == k)].min()), float(log_ratio[ok & (g == k)].max())]
+                for k in sorted(set(g[ok].tolist()))}
+
+    def bound_unseen(self, log_ratio: NDArray[np.float64], groups: Sequence[str],
+                     unseen: NDArray[np.bool_]) -> NDArray[np.float64]:
+        """``log_ratio`` ``[n, 2]`` with the rows of ``unseen`` GPUs held within the range the
+        training rows of their device group needed. The network's correction was learnt on the
+        training GPUs; for a GPU it has not seen, it is trusted only as far as the measured GPUs
+        of the same kind (data-centre or edge) departed from the physics prior."""
+        if not self.group_bounds or not np.any(unseen):
+            return log_ratio
+        g = np.asarray(groups, dtype=object)
+        out = log_ratio.copy()
+        for group, (lo, hi) in self.group_bounds.items():
+            rows = unseen & (g == group)
+            out[rows] = np.clip(out[rows], lo, hi)
+        return out
 
     def clamp(self, z: NDArray[np.float64]) -> NDArray[np.float64]:
         if self.lo is None or self.hi is None:
@@ -80,12 +108,15 @@ class EnergyTarget:
         out: dict[str, Any] = {"mean": self.mean.tolist(), "std": self.std.tolist()}
         if self.lo is not None and self.hi is not None:
             out.update(lo=self.lo.tolist(), hi=self.hi.tolist())
+        if self.group_bounds:
+            out["group_bounds"] = {k: list(v) for k, v in self.group_bounds.items()}
         return out
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> EnergyTarget:
         bounds = [np.asarray(state[k], dtype=float) if k in state else None for k in ("lo", "hi")]
-        return cls(np.asarray(state["mean"], dtype=float), np.asarray(state["std"], dtype=float), *bounds)
+        groups = {str(k): [float(a) for a in v] for k, v in state.get("group_bounds", {}).items()}
+        return cls(np.asarray(state["mean"], dtype=float), np.asarray(state["std"], dtype=float), *bounds, groups)
 
 
 def phase_energy(pred_j: NDArray[np.float64], phase: NDArray[np.int64]) -> NDArray[np.float64]:

@@ -158,6 +158,12 @@ class GNNPredictor:
         mask[train.phase == 0, 0] = True
         mask[train.phase == 1, 1] = True
         self.head.target = EnergyTarget.fit(log_ratio, mask)
+        if cfg.use_prior:  # corrections an unseen GPU may get: the range its group's training GPUs needed
+            whole = np.where(train.phase == 0, prior[train.config, 0],
+                             np.where(train.phase == 1, prior[train.config, 1], prior[train.config].sum(axis=1)))
+            self.head.target.group_bounds = EnergyTarget.group_log_ratio_bounds(
+                np.log(np.maximum(train.energy_j, 1e-12)) - np.log(np.maximum(whole, 1e-12)),
+                [device_group(train.items[c]) for c in train.config])
         self.net = LLMCO2Net(g.x.shape[1], g.u.shape[1], cfg.hidden, cfg.num_layers, 2, cfg.dropout, cfg.use_graph)
         opt = torch.optim.Adam(self.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         y = torch.log(torch.as_tensor(train.energy_j))
