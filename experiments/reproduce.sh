@@ -17,5 +17,9 @@ for exp in lodo_datacenter leave_engine_out; do
   "$PY" -m llmco2.models.experiment +experiment=$exp hydra.sweep.dir="${OUT}_datacentre/$exp" hydra.sweep.subdir='${name}'
 done
 "$PY" -m llmco2.models.experiment +experiment=random_coverage hydra.run.dir="${OUT}_datacentre/random_coverage"
-"$PY" experiments/summarize_datacentre.py "${OUT}_datacentre" --markdown experiments/results_datacentre.md
+"$PY" -m llmco2.models.experiment model=llmco2 trainer.max_epochs=80 trainer.patience=10 trainer.threads=1 \
+  hydra.run.dir="${OUT}_datacentre/edge_table3_llmco2"
+"$PY" experiments/summarize_datacentre.py "${OUT}_datacentre" --markdown experiments/results_datacentre.md \
+  --figure docs/figures/lodo_datacentre.png
+"$PY" experiments/prior_alone.py --markdown experiments/results/prior_alone.md
 "$PY" experiments/summarize.py "$OUT" --markdown experiments/results.md --plots experiments/figures
