@@ -21,8 +21,8 @@ import pandas as pd
 
 from llmco2.models.dataset import energy_data
 from llmco2.models.experiment import _register_resolvers, load_rows
-from llmco2.models.physics import PhaseInputs, PhysicsPrior
-from llmco2.models.physics_fit import _row_values, fit_physics
+from llmco2.models.physics import PhaseInputs, PhysicsPrior, row_values
+from llmco2.models.physics_fit import fit_physics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,9 +33,9 @@ def held_out_ratios(prior: PhysicsPrior, table: pd.DataFrame) -> pd.DataFrame:
     x = PhaseInputs.build(data.items, *data.analysis())
     energy, latency = prior.energy_j(x)
     frame = data.table[["device", "engine", "model", "num_devices", "batch_size", "energy_j", "latency_s"]].copy()
-    frame["energy_ratio"] = _row_values(energy, data.config, data.phase) / frame["energy_j"]
+    frame["energy_ratio"] = row_values(energy, data.config, data.phase) / frame["energy_j"]
     measured_latency = pd.to_numeric(frame["latency_s"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    frame["latency_ratio"] = _row_values(latency, data.config, data.phase) / measured_latency
+    frame["latency_ratio"] = row_values(latency, data.config, data.phase) / measured_latency
     frame["power_ratio"] = frame["energy_ratio"] / frame["latency_ratio"]
     frame["ape"] = (frame["energy_ratio"] - 1.0).abs()
     return frame

@@ -88,7 +88,8 @@ def _range_note(lo_hi: Sequence[int], value: int, label: str) -> str:
     return f"{label} {value:,} outside the trained range {lo_hi[0]:,}-{lo_hi[1]:,}"
 
 
-#: The counts that :func:`domain_notes` checks against the trained ranges: (domain key, label).
+#: The counts that :func:`domain_notes` checks against the trained ranges: (domain key, label); every
+#: key after the first is also the attribute of `Request` and of `RequestTable` that holds the count.
 _RANGE_LABELS = (("params", "parameters"), ("prompt_tokens", "prompt tokens"), ("generated_tokens", "generated tokens"),
                  ("batch_size", "batch size"), ("num_gpus", "GPUs"))
 
@@ -107,11 +108,6 @@ def domain_notes(domain: dict[str, Any], item: Item, params: int | None = None) 
     return notes
 
 
-#: The request counts that :func:`domain_notes` checks against the trained ranges (domain key, attribute).
-_RANGE_CHECKS = (("prompt_tokens", "prompt_tokens"), ("generated_tokens", "generated_tokens"), ("batch_size", "batch_size"),
-                 ("num_gpus", "num_gpus"))
-
-
 def domain_note_lists(domain: dict[str, Any], items: Sequence[Item] | RequestTable,
                       params: NDArray[np.floating] | None = None) -> list[list[str]]:
     """:func:`domain_notes` of every item ((arch, request, gpu) triples or a
@@ -124,18 +120,18 @@ def domain_note_lists(domain: dict[str, Any], items: Sequence[Item] | RequestTab
         return []
     if params is not None:
         params = np.rint(np.asarray(params, dtype=np.float64)).astype(np.int64)
+    gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
+    counted = [key for key, _ in _RANGE_LABELS[1:]]  # the Request attributes, after the parameter count
     if isinstance(items, RequestTable):
-        gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
         if params is None:
             params = np.array([a.param_count() for a in items.archs], dtype=np.int64)[items.arch]
-        counts = np.stack([getattr(items, attr) for _, attr in _RANGE_CHECKS], axis=1).astype(np.int64)
+        counts = np.stack([getattr(items, attr) for attr in counted], axis=1).astype(np.int64)
     else:
         archs, reqs, _ = zip(*items, strict=True)
-        gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
         if params is None:
             distinct, arch_code = object_codes(archs)
             params = np.array([a.param_count() for a in distinct], dtype=np.int64)[arch_code]
-        counts = np.array(list(map(attrgetter(*(attr for _, attr in _RANGE_CHECKS)), reqs)), dtype=np.int64).reshape(n, -1)
+        counts = np.array(list(map(attrgetter(*counted), reqs)), dtype=np.int64).reshape(n, -1)
     columns = [gpu_code, engine_code]
     ranges = []  # (domain range, label, outside, value) of each range the domain has
     for (key, label), values in zip(_RANGE_LABELS, [params, *counts.T], strict=True):

@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis
 from llmco2.analytic.model import ModelTotals
-from llmco2.analytic.table import RequestTable, object_codes, value_codes
+from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids
 
 Item = tuple[ModelArch, Request, GPU]
@@ -106,8 +106,9 @@ class PhaseInputs:
     def take(self, idx: NDArray[np.int64]) -> PhaseInputs:
         """The requests at ``idx``."""
         pick = [list(np.asarray(v, dtype=object)[idx]) for v in (self.engines, self.devices, self.groups)]
-        return PhaseInputs(self.roofline_s[idx], self.compute_s[idx], self.memory_s[idx], self.steps[idx], self.kernels[idx], self.sequences[idx], self.collectives[idx],
-                           self.num_gpus[idx], self.tdp_w[idx], self.idle_w[idx], *pick)
+        return PhaseInputs(self.roofline_s[idx], self.compute_s[idx], self.memory_s[idx], self.steps[idx], self.kernels[idx],
+                           self.sequences[idx], self.collectives[idx], self.num_gpus[idx], self.tdp_w[idx],
+                           self.idle_w[idx], *pick)
 
     @classmethod
     def build(cls, items: Sequence[Item] | RequestTable, analysis: LayerAnalysis, totals: ModelTotals) -> PhaseInputs:
@@ -124,9 +125,16 @@ class PhaseInputs:
         collectives = np.sum([analysis.present[k].astype(np.float64) for k in ALL_REDUCE_KERNELS], axis=0) * b.layers
         gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
         idle = np.array([idle_power_w(g) for g in gpus], dtype=np.float64).reshape(-1)[gpu_code]
-        return cls(roof, comp.astype(np.float64), mem.astype(np.float64), steps, kernels, b.batch.astype(np.float64), collectives, b.num_gpus.astype(np.float64), b.tdp_w.astype(np.float64), idle,
-                   _spread(engines, engine_code), _spread([g.id for g in gpus], gpu_code),
+        return cls(roof, comp.astype(np.float64), mem.astype(np.float64), steps, kernels, b.batch.astype(np.float64),
+                   collectives, b.num_gpus.astype(np.float64), b.tdp_w.astype(np.float64), idle, _spread(engines, engine_code), _spread([g.id for g in gpus], gpu_code),
                    _spread([device_group(g) for g in gpus], gpu_code))
+
+
+def row_values(per_config: NDArray[np.float64], config: NDArray[np.int64], phase: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Per measured row, the ``[n_configs, 2]`` quantity of its configuration for its phase: prefill
+    (0), decode (1), or their sum for a whole-request row (any other phase code)."""
+    v = per_config[config]
+    return np.where(phase == 0, v[:, 0], np.where(phase == 1, v[:, 1], v[:, 0] + v[:, 1]))
 
 
 def _spread(values: Sequence[str], codes: NDArray[np.int64]) -> list[str]:
@@ -191,12 +199,11 @@ class PhysicsPrior:
         """``[n, 2]`` roofline efficiency of each request's device (its group's when not fitted)."""
         device_values, device_code = value_codes(devices)
         group_values, group_code = value_codes(groups)
-        pairs, inverse = np.unique(device_code * max(len(group_values), 1) + group_code, return_inverse=True)
-        keys = [(device_values[int(p) // max(len(group_values), 1)], group_values[int(p) % max(len(group_values), 1)])
-                for p in pairs]
-        table = np.array([self.efficiency.get(d) or self.efficiency.get(g) or list(DEFAULT_EFFICIENCY) for d, g in keys],
+        first, inverse = distinct_rows(device_code, group_code)
+        table = np.array([self.efficiency.get(device_values[d]) or self.efficiency.get(group_values[g]) or list(DEFAULT_EFFICIENCY)
+                          for d, g in zip(device_code[first].tolist(), group_code[first].tolist(), strict=True)],
                          dtype=np.float64).reshape(-1, 2)
-        return table[inverse.reshape(-1)]
+        return table[inverse]
 
     def overheads(self, engines: Sequence[str]) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         """``[n]`` launch overhead per kernel, overhead per step and per sequence of a step (s) of

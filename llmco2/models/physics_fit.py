@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from scipy.optimize import minimize
 
 from llmco2.models.dataset import EnergyData, energy_data
-from llmco2.models.physics import PhaseInputs, PhysicsPrior
+from llmco2.models.physics import PhaseInputs, PhysicsPrior, row_values
 from llmco2.specs import UNKNOWN_ENGINE
 
 log = logging.getLogger(__name__)
@@ -37,11 +37,6 @@ MAX_ROWS_PER_GROUP = 1500
 PRIOR_WEIGHT = 0.02
 RESTARTS = 3
 ACTIVITY_GRID = np.linspace(0.05, 1.0, 39)
-
-
-def _row_values(per_config: NDArray[np.float64], config: NDArray[np.int64], phase: NDArray[np.int64]) -> NDArray[np.float64]:
-    v = per_config[config]
-    return np.where(phase == 0, v[:, 0], np.where(phase == 1, v[:, 1], v[:, 0] + v[:, 1]))
 
 
 def _group_weights(data: EnergyData, rows: NDArray[np.int64], engines: list[str]) -> NDArray[np.float64]:
@@ -81,7 +76,7 @@ def fit_physics(latency_data: EnergyData, energy_rows: EnergyData | None = None,
                              errors="coerce").to_numpy(dtype=float, na_value=np.nan)
     x = PhaseInputs.build(latency_data.items, *latency_data.analysis())
     ok = np.isfinite(lat_meas) & (lat_meas > 0)
-    ok &= _row_values(x.roofline_s, latency_data.config, latency_data.phase) > 0
+    ok &= row_values(x.roofline_s, latency_data.config, latency_data.phase) > 0
     rows = _subsample(latency_data, np.flatnonzero(ok), x.engines, seed)
     report: dict[str, object] = {"latency_rows": int(len(rows))}
     if len(rows) >= 3:
@@ -129,7 +124,7 @@ def _fit_latency(prior: PhysicsPrior, data: EnergyData, x_all: PhaseInputs, rows
 
     def loss(theta: NDArray[np.float64]) -> float:
         lat, _ = unpack(theta).latency_s(x)
-        pred = _row_values(lat, cfg, data.phase[rows])
+        pred = row_values(lat, cfg, data.phase[rows])
         err = float(np.sum(w * np.abs(np.log(np.maximum(pred, 1e-12)) - y)))
         penalty = prior_weight * float(np.sum((theta[nd:] - start_over) ** 2))
         return err + penalty
@@ -148,7 +143,7 @@ def _fit_latency(prior: PhysicsPrior, data: EnergyData, x_all: PhaseInputs, rows
         fit.sequence_us[UNKNOWN_ENGINE] = float(np.median([fit.sequence_us[e] for e in fitted]))
     fit.fitted_engines = fitted
     lat, _ = fit.latency_s(x)
-    ape = np.abs(_row_values(lat, cfg, data.phase[rows]) - lat_meas[rows]) / lat_meas[rows]
+    ape = np.abs(row_values(lat, cfg, data.phase[rows]) - lat_meas[rows]) / lat_meas[rows]
     report["latency_median_ape_per_engine"] = {str(e): {"rows": int((row_engines == e).sum()),
                                                         "median_ape": float(np.median(ape[row_engines == e]))}
                                                for e in sorted(set(row_engines))}
@@ -176,7 +171,7 @@ def _fit_activity(prior: PhysicsPrior, data: EnergyData, seed: int, report: dict
             cand = replace(prior, activity=np.array([a0, a1]))
             u = cand.utilisation(x, lat, busy)
             e = lat * x.num_gpus[:, None] * (x.idle_w[:, None] + (x.tdp_w - x.idle_w)[:, None] * u)
-            pred = _row_values(np.maximum(e, 1e-12), cfg, data.phase[rows])
+            pred = row_values(np.maximum(e, 1e-12), cfg, data.phase[rows])
             err = float(np.sum(w * np.abs(np.log(np.maximum(pred, 1e-12)) - y)))
             if err < best_loss:
                 best, best_loss = np.array([a0, a1]), err

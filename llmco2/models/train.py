@@ -31,6 +31,7 @@ from llmco2.models.export import read_checkpoint
 from llmco2.models.gnn import LLMCO2Net
 from llmco2.models.head import OutputHead, PhasePrediction, device_group
 from llmco2.models.intervals import IntervalCalibration
+from llmco2.models.physics import row_values
 from llmco2.models.physics_fit import fit_physics
 from llmco2.models.targets import EnergyTarget, phase_energy
 from llmco2.specs import GPU, UNKNOWN_ENGINE, ModelArch, Request
@@ -159,8 +160,7 @@ class GNNPredictor:
         mask[train.phase == 1, 1] = True
         self.head.target = EnergyTarget.fit(log_ratio, mask)
         if cfg.use_prior:  # corrections an unseen GPU may get: the range its group's training GPUs needed
-            whole = np.where(train.phase == 0, prior[train.config, 0],
-                             np.where(train.phase == 1, prior[train.config, 1], prior[train.config].sum(axis=1)))
+            whole = row_values(prior, train.config, train.phase)
             self.head.target.group_bounds = EnergyTarget.group_log_ratio_bounds(
                 np.log(np.maximum(train.energy_j, 1e-12)) - np.log(np.maximum(whole, 1e-12)),
                 [device_group(train.items[c]) for c in train.config])
