@@ -70,7 +70,7 @@ def test_prefill_and_decode_are_measured_apart() -> None:
     prefill_windows = [w for w in meter.windows if w.name == "prefill"]
     assert pre.energy_j == pytest.approx(sum(w.total_energy_j for w in prefill_windows) / 3)
     assert pre.latency_s == pytest.approx(sum(w.elapsed_s for w in prefill_windows) / 3)
-    assert pre.energy_std_j == pytest.approx(torch.tensor(pre.energy_per_repeat_j).std().item())
+    assert pre.energy_std_j == pytest.approx(torch.tensor(pre.energy_per_repeat_j, dtype=torch.float64).std().item())
     assert pre.energy_above_idle_j == pytest.approx(pre.energy_j * 80 / 100)
     assert pre.sm_clock_mhz == 1980 and pre.temperature_max_c == 40 and pre.method == "nvml_energy"
     assert result.weights == "random" and result.model_type == "llama" and result.gpus == (0,)
