@@ -1,4 +1,4 @@
-"""Train the shipped default checkpoint (``llmco2/models/checkpoints/default.pt``) on all usable real
+"""Train the shipped default checkpoint (``llmco2/models/checkpoints/default.safetensors``) on all usable real
 measurements, and write a model card next to it.
 
 Data: every file of ``../shared/data`` an importer recognises (CO2-Meter, Argonne, Delavande,
@@ -27,7 +27,7 @@ the validation rows; with ``--out-of-domain``, the intervals of requests outside
 domain come from the residuals of held-out devices (``predictions.csv`` of leave-one-device-out
 runs, e.g. ``outputs/experiments/lodo_datacenter/*llmco2*/predictions.csv``).
 
-    python experiments/train_default.py [--epochs 200] [--feature-view no_hardware] [--out llmco2/models/checkpoints/default.pt]
+    python experiments/train_default.py [--epochs 200] [--feature-view no_hardware] [--out llmco2/models/checkpoints/default.safetensors]
                                         [--out-of-domain RUN/predictions.csv ...]
 """
 
@@ -63,7 +63,7 @@ EXCLUDED_SOURCES = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("llmco2/models/checkpoints/default.pt"))
+    parser.add_argument("--out", type=Path, default=Path("llmco2/models/checkpoints/default.safetensors"))
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--feature-view", default="no_hardware",

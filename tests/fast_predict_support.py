@@ -44,7 +44,7 @@ def train_small_checkpoint(folder: Path) -> Path:
     table["latency_s"] = np.where(table["phase"] == "prefill", 0.05, 1.0)
     model = GNNPredictor(TrainConfig(hidden=24, max_epochs=4, seed=1))
     model.fit(energy_data(table), energy_data(synthetic_table(30, seed=2)))
-    return model.save(folder / "small.pt")
+    return model.save(folder / "small.safetensors")
 
 
 def assert_same(fast, ref) -> None:

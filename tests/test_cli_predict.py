@@ -32,7 +32,7 @@ def checkpoint(tmp_path_factory) -> Path:
     table["latency_s"] = np.where(table["phase"] == "prefill", 0.05, 1.0)
     lat = LatencyModel.fit(energy_data(table), table["latency_s"].to_numpy())
     model.latency = lat.state_dict()
-    return model.save(tmp_path_factory.mktemp("ckpt") / "tiny.pt")
+    return model.save(tmp_path_factory.mktemp("ckpt") / "tiny.safetensors")
 
 
 def test_predict_json_carbon_arithmetic(checkpoint: Path, capsys) -> None:

@@ -1,10 +1,9 @@
-"""The torch-free prediction path: equal to the training-side predictor, sidecar export and
-refresh, columnar request handling, streaming of request files, lazy imports of the CLI."""
+"""The torch-free prediction path: equal to the training-side predictor, a rewritten checkpoint
+read again, columnar request handling, streaming of request files, lazy imports of the CLI."""
 
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import fields
 from pathlib import Path
 
@@ -19,7 +18,6 @@ from llmco2.analytic.model import model_totals
 from llmco2.analytic.request_files import iter_request_chunks
 from llmco2.analytic.table import RequestTable
 from llmco2.models.dataset import from_items
-from llmco2.models.export import export_inference, sidecar_path
 from llmco2.models.inference import load_inference
 from llmco2.models.predict import default_checkpoint_path, load_reference_predictor
 from llmco2.models.train import GNNPredictor
@@ -62,36 +60,21 @@ def test_shipped_checkpoint_fast_equals_reference() -> None:
     assert_same(load_inference(path).predict(items), ref.predict(items))
 
 
-def test_sidecar_written_then_refreshed_when_stale(tmp_path: Path, checkpoint: Path, caplog) -> None:
-    pt = tmp_path / "c.pt"
-    pt.write_bytes(checkpoint.read_bytes())
-    with caplog.at_level(logging.WARNING, logger="llmco2.models.inference"):
-        first = load_inference(pt)
-    assert sidecar_path(pt).is_file() and "writing the inference weights" in caplog.text
-    caplog.clear()
-    load_inference.cache_clear()
-    load_inference(pt)
-    assert "writing" not in caplog.text  # fresh sidecar: read, not rewritten
+def test_rewritten_checkpoint_is_read_again(tmp_path: Path, checkpoint: Path) -> None:
+    path = tmp_path / "c.safetensors"
+    path.write_bytes(checkpoint.read_bytes())
+    first = load_inference(path)
     other = GNNPredictor.load(checkpoint)
     assert other.net is not None
     with torch.no_grad():
         for p in other.net.parameters():
             p.mul_(1.5)
-    other.save(pt)
+    other.save(path)
     load_inference.cache_clear()
-    with caplog.at_level(logging.WARNING, logger="llmco2.models.inference"):
-        second = load_inference(pt)
-    assert "writing the inference weights" in caplog.text
+    second = load_inference(path)
     items = mixed_items()
     assert not np.allclose(first.predict(items).energy_j, second.predict(items).energy_j)
-    assert_same(second.predict(items), GNNPredictor.load(pt).predict(items))
-
-
-def test_export_refuses_other_files(tmp_path: Path) -> None:
-    bad = tmp_path / "x.pt"
-    bad.write_text("not a checkpoint")
-    with pytest.raises(ValueError, match="not an llmco2 checkpoint"):
-        export_inference(bad)
+    assert_same(second.predict(items), GNNPredictor.load(path).predict(items))
 
 
 def test_layer_batch_from_items_equals_one_by_one() -> None:

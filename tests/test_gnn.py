@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from llmco2.errors import InvalidInputError
+from llmco2.models.checkpoint_file import read_checkpoint, write_checkpoint
 from llmco2.models.dataset import energy_data
 from llmco2.models.gnn import LLMCO2Net
 from llmco2.models.metrics import scores
@@ -68,7 +69,7 @@ def test_short_training_run_learns_and_round_trips(tmp_path) -> None:
     untrained = GNNPredictor(TrainConfig(hidden=32, max_epochs=0))
     untrained.fit(train)
     assert trained["mape"] < scores(untrained.predict_rows(val), val.energy_j)["mape"]
-    path = model.save(tmp_path / "ckpt.pt")
+    path = model.save(tmp_path / "ckpt.safetensors")
     again = GNNPredictor.load(path)
     assert np.allclose(again.predict_rows(val), pred)
     assert again.domain["models"] == ["qwen2-0.5b", "qwen2-1.5b", "tinyllama-1.1b"]
@@ -82,15 +83,15 @@ def test_checkpoint_schema_mismatch_is_refused(tmp_path) -> None:
     data = energy_data(synthetic_table(20))
     model = GNNPredictor(TrainConfig(hidden=8, max_epochs=1))
     model.fit(data)
-    path = model.save(tmp_path / "ckpt.pt")
-    state = torch.load(path, weights_only=False)
+    path = model.save(tmp_path / "ckpt.safetensors")
+    tensors, state = read_checkpoint(path)
     state["feature_schema_version"] = 0
-    torch.save(state, path)
+    write_checkpoint(path, tensors, state)
     with pytest.raises(InvalidInputError, match="feature schema version 0"):
         GNNPredictor.load(path)
-    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    (tmp_path / "junk.safetensors").write_text("not a checkpoint")
     with pytest.raises(InvalidInputError, match="not an llmco2 checkpoint"):
-        GNNPredictor.load(tmp_path / "junk.pt")
+        GNNPredictor.load(tmp_path / "junk.safetensors")
 
 
 def test_rows_without_energy_or_catalog_entries_are_counted() -> None:
@@ -143,7 +144,7 @@ def test_baselines_fit_predict_round_trip(name: str, tmp_path) -> None:
     model.fit(data)
     pred = model.predict_rows(data)
     assert pred.shape == data.energy_j.shape and np.all(pred > 0)
-    again = BASELINES[name].load(model.save(tmp_path / f"{name}.pkl"))
+    again = BASELINES[name].load(model.save(tmp_path / f"{name}.skops"))
     assert np.allclose(again.predict_rows(data), pred)
     if name != "llmcarbon":  # learned baselines fit their training data well
         assert scores(pred, data.energy_j)["mape"] < 0.2

@@ -84,7 +84,7 @@ def test_serve_charges_carbon_in_proportion_to_energy():
 def test_shipped_calibration_belongs_to_its_checkpoint(monkeypatch, tmp_path):
     from llmco2.serving import calibration as cal_mod
 
-    other = tmp_path / "other.pt"
+    other = tmp_path / "other.safetensors"
     other.write_bytes(b"not the checkpoint the calibration was fitted with")
     monkeypatch.setattr("llmco2.models.predict.default_checkpoint_path", lambda: other)
     cal_mod.shipped_calibration.cache_clear()

@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from llmco2 import __version__
-from llmco2.cli import analyze, data, measure, predict, report, sample
+from llmco2.cli import analyze, checkpoint, data, measure, predict, report, sample
 from llmco2.cli.common import EXIT_USAGE, Parser
 from llmco2.errors import InvalidInputError
 
 Handler = Callable[[argparse.Namespace], int]
-COMMAND_MODULES = (analyze, data, sample, measure, predict, report)
+COMMAND_MODULES = (analyze, data, sample, measure, predict, report, checkpoint)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[tuple[str, str | None], Handler]]:

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +33,12 @@ def _phase_onehot(phase: NDArray[np.int64]) -> NDArray[np.float64]:
 
 
 class _SklearnPredictor:
-    """Shared plumbing: features per row, a log-energy regressor, pickled checkpoints."""
+    """Shared plumbing: features per row, a log-energy regressor, checkpoints in skops format
+    (no pickle: only the types in :attr:`trusted_types` are rebuilt on load)."""
 
     kind = "baseline"
+    #: scikit-learn types beyond skops' defaults that a checkpoint of this kind may contain
+    trusted_types: tuple[str, ...] = ()
 
     def __init__(self, **params: Any) -> None:
         self.params = params
@@ -58,17 +60,35 @@ class _SklearnPredictor:
         return np.exp(self.model.predict(self.row_features(data)))
 
     def save(self, path: str | Path) -> Path:
+        """Write a ``.skops`` checkpoint (a zip of JSON and arrays, no pickle)."""
+        import skops.io as sio
+
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        with p.open("wb") as fh:
-            pickle.dump({"kind": self.kind, "params": self.params, "model": self.model}, fh)
+        sio.dump({"kind": self.kind, "params": self.params, "model": self.model}, p)
         return p
 
     @classmethod
     def load(cls, path: str | Path) -> _SklearnPredictor:
-        with Path(path).open("rb") as fh:
-            state = pickle.load(fh)  # noqa: S301 - our own checkpoint files
-        if state.get("kind") != cls.kind:
+        """Read a checkpoint written by :meth:`save`; anything but the allowed types is refused."""
+        import skops.io as sio
+
+        p = Path(path)
+        if not p.is_file():
+            raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="checkpoint")
+        try:
+            untrusted = sio.get_untrusted_types(file=p)
+        except Exception:  # noqa: BLE001 - skops raises many types on a foreign file; all are the user's input error
+            raise InvalidInputError(f"{p} is not a {cls.kind} checkpoint (expected a .skops file)", field="checkpoint") from None
+        unexpected = sorted(set(untrusted) - set(cls.trusted_types))
+        if unexpected:
+            raise InvalidInputError(f"{p} holds types a {cls.kind} checkpoint never contains ({', '.join(unexpected[:3])}); "
+                                    "it is not loaded", field="checkpoint")
+        try:
+            state = sio.load(p, trusted=list(untrusted))
+        except Exception:  # noqa: BLE001
+            raise InvalidInputError(f"{p} is not a {cls.kind} checkpoint (unreadable)", field="checkpoint") from None
+        if not isinstance(state, dict) or state.get("kind") != cls.kind:
             raise InvalidInputError(f"{path} is not a {cls.kind} checkpoint", field="checkpoint")
         obj = cls(**state["params"])
         obj.model = state["model"]
@@ -80,6 +100,7 @@ class GBTPredictor(_SklearnPredictor):
     phase totals) and the phase."""
 
     kind = "gbt"
+    trusted_types = ("sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",)
 
     def make_model(self) -> Any:
         p = {"max_iter": 500, "learning_rate": 0.05, "max_leaf_nodes": 31, "random_state": 0, **self.params}
@@ -97,6 +118,7 @@ class DeepEnPredictor(_SklearnPredictor):
     needs them)."""
 
     kind = "deepen"
+    trusted_types = ("sklearn.tree._tree.Tree",)
 
     def make_model(self) -> Any:
         p = {"n_estimators": 200, "min_samples_leaf": 2, "n_jobs": -1, "random_state": 0, **self.params}

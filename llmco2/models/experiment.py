@@ -207,7 +207,7 @@ def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
     if hasattr(model, "history"):
         metrics["best_epoch"] = model.history.best_epoch
         metrics["train_seconds"] = model.history.seconds
-    model.save(out / ("checkpoint.pt" if hasattr(model, "history") else "checkpoint.pkl"))
+    model.save(out / ("checkpoint.safetensors" if hasattr(model, "history") else "checkpoint.skops"))
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     log.info("%s on %s/%s: MAPE %.3f EBA10 %.3f EBA30 %.3f", cfg.model.name, cfg.data.name, split.name,
              metrics["test"]["mape"], metrics["test"]["eba_10"], metrics["test"]["eba_30"])

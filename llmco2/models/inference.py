@@ -6,16 +6,14 @@
 :data:`PIPELINE_ROWS` requests: the network runs on one step in a worker thread while the next
 step's graphs and the previous step's head are computed, so two cores are busy.
 
-Weights come from the inference sidecar written by :mod:`llmco2.models.export` (rewritten, with a
-log line, when it is missing or older than its ``.pt``).
+Weights and metadata come straight from the checkpoint file (safetensors + JSON, read without
+torch and without running anything: :mod:`llmco2.models.checkpoint_file`).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,7 +31,7 @@ from llmco2.errors import InvalidInputError
 from llmco2.graph.features import FEATURE_SCHEMA_VERSION, GraphArrays, build_graph_arrays
 from llmco2.graph.scaling import FeatureScaler
 from llmco2.graph.views import view
-from llmco2.models.export import SIDECAR_FORMAT, WEIGHT_PREFIX, file_sha256, sidecar_path
+from llmco2.models.checkpoint_file import read_checkpoint
 from llmco2.models.head import OutputHead, PhasePrediction
 from llmco2.models.numpy_forward import SageForward, StructureGroups, forward_threads, structure_groups
 from llmco2.models.physics import Item
@@ -70,16 +68,19 @@ class InferenceModel:
         return self.head.domain
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, NDArray], source: Path | None = None) -> InferenceModel:
-        meta = json.loads(bytes(arrays["meta"]).decode())
+    def from_checkpoint(cls, tensors: dict[str, NDArray], meta: dict[str, Any], source: Path | None = None) -> InferenceModel:
+        """The model of a checkpoint's weights ``tensors`` and metadata ``meta``."""
         if meta.get("feature_schema_version") != FEATURE_SCHEMA_VERSION or "head" not in meta:
             raise InvalidInputError(
                 f"{source or 'the checkpoint'} was trained with feature schema version {meta.get('feature_schema_version')}, "
                 f"this llmco2 computes version {FEATURE_SCHEMA_VERSION}; retrain it", field="checkpoint")
-        weights = {k[len(WEIGHT_PREFIX):]: v for k, v in arrays.items() if k.startswith(WEIGHT_PREFIX)}
         cfg = meta.get("config", {})
-        net = SageForward.from_state_dict(weights, int(cfg.get("num_layers", 2)), bool(cfg.get("use_graph", True)))
-        return cls(net, FeatureScaler.from_state_dict(meta["scaler"]), OutputHead.from_state_dict(meta["head"]), meta, source)
+        try:
+            net = SageForward.from_state_dict(dict(tensors), int(cfg.get("num_layers", 2)), bool(cfg.get("use_graph", True)))
+            return cls(net, FeatureScaler.from_state_dict(meta["scaler"]), OutputHead.from_state_dict(meta["head"]), meta, source)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise InvalidInputError(f"{source or 'the checkpoint'} is not a complete llmco2 checkpoint "
+                                    f"({type(exc).__name__}: {str(exc)[:80]})", field="checkpoint") from None
 
     # -- prediction -------------------------------------------------------------------------------
     def graphs(self, analysis: LayerAnalysis, totals: ModelTotals) -> GraphArrays:
@@ -174,53 +175,9 @@ def concat_predictions(parts: Sequence[PhasePrediction]) -> PhasePrediction:
     return PhasePrediction(**arrays, notes=[note for q in parts for note in q.notes], levels=parts[0].levels)
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "llmco2"
-
-
-def _read_sidecar(path: Path) -> dict[str, NDArray] | None:
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def _fresh(arrays: dict[str, NDArray] | None, digest: str) -> bool:
-    if arrays is None or "meta" not in arrays:
-        return False
-    meta = json.loads(bytes(arrays["meta"]).decode())
-    return meta.get("sidecar_format") == SIDECAR_FORMAT and meta.get("source_sha256") == digest
-
-
 @functools.lru_cache(maxsize=4)
 def load_inference(checkpoint: str | Path) -> InferenceModel:
-    """The torch-free model of ``checkpoint`` (a ``.pt``), from its sidecar; a missing or stale
-    sidecar is rewritten from the ``.pt`` (next to it, or in the user cache when that folder is
-    read-only), which needs torch once."""
+    """The torch-free model of ``checkpoint`` (a ``.safetensors`` file), digests checked."""
     src = Path(checkpoint)
-    if not src.is_file():
-        raise InvalidInputError(f"no such checkpoint {str(src)!r}", field="checkpoint")
-    digest = file_sha256(src)
-    candidates = [sidecar_path(src), _cache_dir() / f"{digest[:16]}.infer.npz"]
-    for path in candidates:
-        arrays = _read_sidecar(path) if path.is_file() else None
-        if _fresh(arrays, digest):
-            assert arrays is not None
-            return InferenceModel.from_arrays(arrays, src)
-    from llmco2.models.export import export_inference
-
-    for path in candidates:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            log.warning("writing the inference weights of %s to %s (once per checkpoint; needs torch)", src, path)
-            export_inference(src, path)
-        except OSError as exc:
-            log.warning("cannot write %s (%s)", path, exc)
-            continue
-        arrays = _read_sidecar(path)
-        if arrays is not None:
-            return InferenceModel.from_arrays(arrays, src)
-    raise InvalidInputError(f"cannot write the inference weights of {src} anywhere; check folder permissions",
-                            field="checkpoint")
+    tensors, meta = read_checkpoint(src)
+    return InferenceModel.from_checkpoint(tensors, meta, src)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from llmco2.models.train import GNNPredictor
 
 log = logging.getLogger(__name__)
-DEFAULT_CHECKPOINT = "default.pt"
+DEFAULT_CHECKPOINT = "default.safetensors"
 
 
 def default_checkpoint_path() -> Path:

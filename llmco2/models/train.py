@@ -26,8 +26,8 @@ from llmco2.errors import InvalidInputError
 from llmco2.graph.features import ENGINE_LEVELS, FEATURE_SCHEMA_VERSION, GraphArrays, build_graph_arrays, subset
 from llmco2.graph.scaling import FeatureScaler
 from llmco2.graph.views import view
+from llmco2.models.checkpoint_file import CHECKPOINT_FORMAT, read_checkpoint, write_checkpoint
 from llmco2.models.dataset import EnergyData, from_items
-from llmco2.models.export import read_checkpoint
 from llmco2.models.gnn import LLMCO2Net
 from llmco2.models.head import OutputHead, PhasePrediction, device_group
 from llmco2.models.intervals import IntervalCalibration
@@ -37,7 +37,6 @@ from llmco2.models.targets import EnergyTarget, phase_energy
 from llmco2.specs import GPU, UNKNOWN_ENGINE, ModelArch, Request
 
 log = logging.getLogger(__name__)
-CHECKPOINT_FORMAT = 1
 
 
 @dataclass
@@ -265,24 +264,21 @@ class GNNPredictor:
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
+        """Write the checkpoint (safetensors weights + JSON metadata, :mod:`llmco2.models.checkpoint_file`)."""
         if self.net is None or self.scaler is None or self.head is None:
             raise InvalidInputError("the predictor is not trained", field="checkpoint")
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({
+        tensors = {k: v.detach().cpu().numpy() for k, v in self.net.state_dict().items()}
+        return write_checkpoint(path, tensors, {
             "format": CHECKPOINT_FORMAT, "kind": "llmco2-gnn", "feature_schema_version": FEATURE_SCHEMA_VERSION,
-            "config": asdict(self.config), "state_dict": self.net.state_dict(), "scaler": self.scaler.state_dict(),
+            "config": asdict(self.config), "scaler": self.scaler.state_dict(),
             "head": self.head.state_dict(), "target": self.head.target.state_dict(), "domain": self.head.domain,
             "latency": self.latency, "history": asdict(self.history),
-        }, p)
-        return p
+        })
 
     @classmethod
     def load(cls, path: str | Path) -> GNNPredictor:
         p = Path(path)
-        if not p.is_file():
-            raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="checkpoint")
-        state = read_checkpoint(p)
+        tensors, state = read_checkpoint(p)
         if state.get("feature_schema_version") != FEATURE_SCHEMA_VERSION or "head" not in state:
             raise InvalidInputError(
                 f"{p} was trained with feature schema version {state.get('feature_schema_version')}, this llmco2 computes "
@@ -294,7 +290,11 @@ class GNNPredictor:
         cfg = model.config
         model.net = LLMCO2Net(len(model.scaler.node_mean), len(model.scaler.global_mean), cfg.hidden, cfg.num_layers, 2,
                               cfg.dropout, cfg.use_graph)
-        model.net.load_state_dict(state["state_dict"])
+        try:
+            model.net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()})
+        except RuntimeError as exc:
+            raise InvalidInputError(f"{p}: its weights do not match its configuration ({str(exc).splitlines()[0][:120]})",
+                                    field="checkpoint") from None
         model.latency = state.get("latency")
         return model
 
