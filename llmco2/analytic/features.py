@@ -31,6 +31,11 @@ def global_features(arch: ModelArch, req: Request, gpu: GPU, analysis: LayerAnal
         "mlp_gated": arch.mlp_gated,
         "norm_type": arch.norm_type,
         "params": arch.param_count(),
+        "active_params": arch.active_param_count(),
+        "layer_mix": {"attention": arch.num_attention_layers, "window": arch.num_window_layers, "mamba": arch.num_mamba_layers,
+                      "linear_attention": arch.num_linear_layers, "moe_mlp": arch.num_moe_layers,
+                      "dense_mlp": arch.num_mlp_layers - arch.num_moe_layers},
+        "attention": "mla" if arch.is_mla else "gqa",
         "weight_bits": DTYPE_BITS[req.weight_dtype],
         "activation_bits": DTYPE_BITS[req.activation_dtype],  # type: ignore[index]
         "kv_bits": DTYPE_BITS[req.kv_dtype],  # type: ignore[index]

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.analytic import kernels as K
+from llmco2.analytic.mixers import MIX_BOOLS, arch_mix_fields, mixed_layer_costs
 from llmco2.analytic.roofline import BOUNDS, RooflinePoint, roofline_point
 from llmco2.specs.engines import UNKNOWN_ENGINE, engine_id, engine_ids
 from llmco2.specs.gpus import GPU
@@ -102,6 +103,34 @@ class LayerBatch:
     mem_capacity_bytes: Array
     tdp_w: Array
     engine: Array  # index of the request's serving engine in llmco2.specs.engine_ids()
+    # layer mix and special blocks (llmco2.analytic.mixers.arch_mix_fields): shares of layers,
+    # window, MLA, Mamba-2 and gated-DeltaNet shapes; ``special`` false for a plain transformer
+    special: NDArray[np.bool_]
+    f_attn: Array
+    f_win: Array
+    window: Array
+    chunked: NDArray[np.bool_]
+    mla: NDArray[np.bool_]
+    q_lora: Array
+    kv_lora: Array
+    qk_nope: Array
+    qk_rope: Array
+    v_head: Array
+    attn_gate: NDArray[np.bool_]
+    f_mamba: Array
+    m_heads: Array
+    m_head_dim: Array
+    m_state: Array
+    m_groups: Array
+    conv_k: Array
+    f_linear: Array
+    l_kheads: Array
+    l_vheads: Array
+    l_kdim: Array
+    l_vdim: Array
+    f_mlp: Array
+    f_moe: Array
+    dense_inter: Array
 
     def __len__(self) -> int:
         return int(self.batch.shape[0])
@@ -136,7 +165,7 @@ class LayerBatch:
         tables = (([_arch_fields(a) for a in archs], arch_code), ([_kind_fields(k) for k in kinds], kind_code),
                   ([_device_fields(gpus[int(p) // max(len(kinds), 1)], kinds[int(p) % max(len(kinds), 1)]) for p in pairs],
                    pair_code.reshape(-1)))
-        bools = {"gated", "layernorm", "parallel_attention", "flash", "causal"}
+        bools = {"gated", "layernorm", "parallel_attention", "flash", "causal", *MIX_BOOLS}
         cols: dict[str, NDArray[Any]] = {f: np.asarray(v, dtype=np.float64) for f, v in counts.items()}
         for rows, code in tables:
             for name in (rows[0] if rows else {}):
@@ -166,7 +195,7 @@ def _arch_fields(arch: ModelArch) -> dict[str, Any]:
         "vocab": arch.vocab_size, "layers": arch.num_layers, "experts": arch.num_experts,
         "experts_per_token": arch.experts_per_token, "shared_experts": arch.num_shared_experts,
         "gated": arch.mlp_gated, "layernorm": arch.norm_type == "layernorm",
-        "parallel_attention": arch.parallel_attention, "params": arch.param_count(),
+        "parallel_attention": arch.parallel_attention, "params": arch.param_count(), **arch_mix_fields(arch),
     }
 
 
@@ -211,22 +240,23 @@ def layer_costs(b: LayerBatch, phase: str) -> dict[str, K.KernelCost]:
     passes = K.weight_passes(b.generated, phase)
     per_pass = tokens / np.where(passes > 0, passes, 1.0)
     q_dim = b.heads * b.head_dim
-    kv_dim = b.kv_heads * b.head_dim
+    kv_heads = np.maximum(b.kv_heads, b.tp)  # above the KV heads every rank keeps a replica (vLLM, SGLang)
+    kv_dim = kv_heads * b.head_dim
     pairs = K.attended_positions(b.prompt, b.generated, phase, b.causal)
     flash_kv = K.flash_kv_positions(b.prompt, b.generated, phase, b.causal)
     plain_kv = b.prompt if phase == "prefill" else pairs
     w, a, kv, tp = b.w_bytes, b.a_bytes, b.kv_bytes, b.tp
     active = b.experts_per_token + b.shared_experts
     moe_args = (per_pass, b.experts, b.experts_per_token, b.shared_experts, w, a)
-    return {
+    plain = {
         "norm_attn": K.norm_cost(tokens, b.hidden, a, b.layernorm),
         "q_proj": K.linear_cost(tokens, b.hidden, q_dim, tp, passes, w, a, split="column"),
         "k_proj": K.linear_cost(tokens, b.hidden, kv_dim, tp, passes, w, a, kv, split="column", stores_kv=True),
         "v_proj": K.linear_cost(tokens, b.hidden, kv_dim, tp, passes, w, a, kv, split="column", stores_kv=True),
-        "fuse_attn": K.fused_attention_cost(b.batch, tokens, pairs, flash_kv, b.heads, b.kv_heads, b.head_dim, tp, a, kv),
-        "matmul_qk": K.matmul_qk_cost(b.batch, tokens, pairs, plain_kv, b.heads, b.kv_heads, b.head_dim, tp, a, kv),
+        "fuse_attn": K.fused_attention_cost(b.batch, tokens, pairs, flash_kv, b.heads, kv_heads, b.head_dim, tp, a, kv),
+        "matmul_qk": K.matmul_qk_cost(b.batch, tokens, pairs, plain_kv, b.heads, kv_heads, b.head_dim, tp, a, kv),
         "softmax": K.softmax_cost(b.batch, pairs, b.heads, tp, a),
-        "matmul_sv": K.matmul_sv_cost(b.batch, tokens, pairs, plain_kv, b.heads, b.kv_heads, b.head_dim, tp, a, kv),
+        "matmul_sv": K.matmul_sv_cost(b.batch, tokens, pairs, plain_kv, b.heads, kv_heads, b.head_dim, tp, a, kv),
         "out_proj": K.linear_cost(tokens, q_dim, b.hidden, tp, passes, w, a, split="row"),
         "all_reduce_attn": K.all_reduce_cost(tokens, b.hidden, tp, a),
         "add_attn": K.residual_add_cost(tokens, b.hidden, a),
@@ -239,6 +269,7 @@ def layer_costs(b: LayerBatch, phase: str) -> dict[str, K.KernelCost]:
         "all_reduce_mlp": K.all_reduce_cost(tokens, b.hidden, tp, a),
         "add_mlp": K.residual_add_cost(tokens, b.hidden, a),
     }
+    return mixed_layer_costs(b, phase, plain, tokens, passes, per_pass, pairs, flash_kv)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.analytic import kernels as K
+from llmco2.analytic import mixers as M
 from llmco2.analytic.layer import KERNEL_NAMES, PHASES, LayerAnalysis, LayerBatch, _number
 from llmco2.analytic.roofline import roofline_point
 
@@ -79,8 +80,25 @@ def model_totals(analysis: LayerAnalysis) -> ModelTotals:
             kernel_time[phase][name] = roofline_point(cost.ops, cost.mem_bytes, 0.0, b.peak_ops_per_s,
                                                       b.mem_bw_bytes_per_s, b.net_bw_bytes_per_s, False).time_s
     weights = b.params * b.w_bytes / b.num_gpus
-    kv = 2.0 * b.layers * b.batch * (b.prompt + b.generated) * b.kv_heads * b.head_dim * b.kv_bytes / b.num_gpus
+    kv = np.where(b.special | (b.kv_heads < b.tp), cache_bytes_per_gpu(b),
+                  2.0 * b.layers * b.batch * (b.prompt + b.generated) * b.kv_heads * b.head_dim * b.kv_bytes / b.num_gpus)
     return ModelTotals(totals, kernel_time, weights, kv, weights + kv <= b.mem_capacity_bytes)
+
+
+def cache_bytes_per_gpu(b: LayerBatch) -> Array:
+    """Every cache the architecture keeps, per GPU (bytes), for the whole request (prompt and
+    generated tokens): full K/V (heads split over ``tp``, replicated above the KV-head count), the
+    MLA latent (``kv_lora + rope`` per token and layer, replicated on every rank), banded layers
+    (at most the window), Mamba-2 and gated-DeltaNet state (constant in context). Pipeline stages
+    split the layers."""
+    tokens = b.prompt + b.generated
+    per_token = np.where(b.mla, (b.kv_lora + b.qk_rope) * b.kv_bytes,
+                         2.0 * np.maximum(b.kv_heads, b.tp) * b.head_dim * b.kv_bytes / b.tp)
+    full_layers = (b.f_attn - b.f_win) * b.layers
+    window_layers = b.f_win * b.layers
+    attention = b.batch * per_token * (full_layers * tokens + window_layers * np.minimum(tokens, np.maximum(b.window, 1.0)))
+    state = b.batch * b.kv_bytes / b.tp * b.layers * (b.f_mamba * M.mamba_state_elems(b) + b.f_linear * M.deltanet_state_elems(b))
+    return (attention + state) / (b.num_gpus / b.tp)
 
 
 def summary_record(analysis: LayerAnalysis, totals: ModelTotals, i: int = 0, top: int = 3) -> dict[str, Any]:

@@ -32,6 +32,9 @@ def _add_request_args(p: argparse.ArgumentParser, single: bool = True) -> None:
     p.add_argument("--causal", action="store_true", help="count prefill attention over the causal triangle, not the full square")
     p.add_argument("--ignore-context", action="store_true", help="allow prompt + generated tokens beyond the model's context")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--approximate", action="store_true",
+                   help="with a config.json: map fields and architectures llmco2 does not model onto the nearest modelled "
+                        "one (the notes say what was approximated) instead of refusing them")
 
 
 def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
@@ -108,7 +111,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
 def _request_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from llmco2.specs import Request, get_gpu, get_model, validate_request
 
-    arch = get_model(args.model)
+    arch = get_model(args.model, approximate=getattr(args, "approximate", False))
     gpu = get_gpu(args.gpu)
     req = Request(
         batch_size=args.batch_size, prompt_tokens=args.prompt_tokens, generated_tokens=args.gen_tokens,
@@ -243,7 +246,7 @@ def cmd_analyze_flops(args: argparse.Namespace) -> int:
     from llmco2.analytic.flop_split import matmul_totals, mfu, model_flops, module_flops
     from llmco2.specs import get_gpu, get_model
 
-    arch = get_model(args.model)
+    arch = get_model(args.model, approximate=getattr(args, "approximate", False))
     decode = args.phase == "decode"
     seqlen_q = 1 if decode else args.seq_len
     modules = module_flops(arch, args.batch_size, seqlen_q, args.seq_len, backward=args.backward, kv_cache=decode)
@@ -282,7 +285,7 @@ def cmd_analyze_table(args: argparse.Namespace) -> int:
     from llmco2.analytic.reference_tables import layer_table, model_table_totals
     from llmco2.specs import get_model
 
-    arch = get_model(args.model)
+    arch = get_model(args.model, approximate=getattr(args, "approximate", False))
     rows = layer_table(arch, args.batch_size, args.seq_len, args.phase, tp=args.tp)
     totals = model_table_totals(arch, args.batch_size, args.seq_len, args.phase, tp=args.tp)
     if args.json:
@@ -314,7 +317,8 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         ]
     else:
         rows = [
-            {"id": m.id, "name": m.name, "params_b": round(m.param_count() / 1e9, 3), "layers": m.num_layers,
+            {"id": m.id, "name": m.name, "params_b": round(m.param_count() / 1e9, 3),
+             "active_params_b": round(m.active_param_count() / 1e9, 3), "layers": m.num_layers,
              "hidden": m.hidden_size, "heads": m.num_heads, "kv_heads": m.num_kv_heads, "experts": m.num_experts}
             for m in model_catalog()
         ]

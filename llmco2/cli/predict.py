@@ -91,6 +91,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     fp = predict_footprint(items, load_predictor(args.checkpoint), assumptions=assume)
     record = {"model": arch.id, "gpu": gpu.id, "num_gpus": req.num_gpus, "engine": req.engine, "batch_size": req.batch_size,
               "prompt_tokens": req.prompt_tokens, "generated_tokens": req.generated_tokens, **fp.record(0)}
+    record["notes"] = [*arch.approximations, *_memory_notes(arch, req, gpu), *record["notes"]]
     energy, carbon = record["energy_j"], record["carbon_g"]
     if args.json:
         print_json({**record, "prefill": energy["prefill"], "decode": energy["decode"], "total": energy["total"],
@@ -98,6 +99,20 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     _print_single(record, arch.id, gpu.id, req)
     return 0
+
+
+def _memory_notes(arch: Any, req: Any, gpu: Any) -> list[str]:
+    """A note when the request's weights and caches do not fit the GPUs' memory."""
+    from llmco2.analytic.layer import analyze_layer
+    from llmco2.analytic.model import model_totals
+
+    t = model_totals(analyze_layer(arch, req, gpu))
+    if bool(t.fits_in_memory[0]):
+        return []
+    need = float(t.weight_bytes_per_gpu[0] + t.kv_cache_bytes_per_gpu[0])
+    return [f"does not fit: needs {need / 1e9:.1f} GB per GPU ({float(t.weight_bytes_per_gpu[0]) / 1e9:.1f} GB weights + "
+            f"{float(t.kv_cache_bytes_per_gpu[0]) / 1e9:.2f} GB cache), {gpu.memory_bytes / 1e9:.0f} GB available on each of "
+            f"{req.num_gpus} x {gpu.id}; the prediction assumes it ran"]
 
 
 def _print_single(record: dict[str, Any], model: str, gpu: str, req: Any) -> None:

@@ -7,7 +7,6 @@ catalog test checks it against the publisher's figure (within 2%).
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
@@ -46,7 +45,38 @@ class ModelArch:
     attention_bias: bool = False
     mlp_bias: bool = False
     parallel_attention: bool = False
+    # -- multi-head latent attention (DeepSeek-V2/V3, Kimi K2); kv_lora_rank 0 = ordinary attention
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0  # 0: queries projected directly from the hidden state
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    attn_output_gate: bool = False  # Qwen3-Next gated attention: q_proj also emits a per-head gate
+    # -- banded attention: num_window_layers layers see at most sliding_window past tokens
+    sliding_window: int = 0
+    window_kind: str = "sliding"  # sliding (the last W tokens) | chunked (Llama 4: tokens of the same W-chunk)
+    num_window_layers: int = 0
+    # -- layer mix: which layers hold which block (counts; the rest are attention + MLP layers)
+    num_dense_layers: int = 0  # MoE models: layers with a dense MLP (first_k_dense_replace, interleaving)
+    dense_intermediate_size: int = 0  # their width (0: intermediate_size)
+    num_mamba_layers: int = 0  # Mamba-2 (SSD) mixers instead of attention
+    mamba_num_heads: int = 0
+    mamba_head_dim: int = 0
+    ssm_state_size: int = 0
+    mamba_groups: int = 0
+    conv_kernel: int = 0  # causal conv1d taps of Mamba-2 and gated-DeltaNet layers
+    num_linear_layers: int = 0  # gated DeltaNet (linear attention) mixers instead of attention
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    num_mlp_free_layers: int = 0  # blocks with a mixer and no MLP (Nemotron-H 'M' and '*' blocks)
+    num_mixer_free_layers: int = 0  # blocks with an MLP and no mixer (Nemotron-H '-' blocks)
+    # what the publisher leaves out of its active-parameter figure: "" (nothing), "input_embedding"
+    # (the lookup table: one row per token, e.g. gpt-oss) or "embeddings" (lookup table and LM head)
+    active_params_excludes: str = ""
     name: str = ""
+    approximations: tuple[str, ...] = ()  # what a config.json read with approximate=True could not model
     hf_id: str = ""
     family: str = ""
     aliases: tuple[str, ...] = ()
@@ -72,25 +102,89 @@ class ModelArch:
     def is_moe(self) -> bool:
         return self.num_experts > 1
 
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    # -- layer mix ---------------------------------------------------------------------------
+    @property
+    def num_attention_layers(self) -> int:
+        """Layers whose token mixer is softmax attention (full or banded)."""
+        return self.num_layers - self.num_mamba_layers - self.num_linear_layers - self.num_mixer_free_layers
+
+    @property
+    def num_mlp_layers(self) -> int:
+        return self.num_layers - self.num_mlp_free_layers
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_mlp_layers - self.num_dense_layers if self.is_moe else 0
+
+    @property
+    def dense_mlp_width(self) -> int:
+        return self.dense_intermediate_size or self.intermediate_size
+
+    @property
+    def mamba_inner(self) -> int:
+        """Mamba-2 inner width (heads x head dim)."""
+        return self.mamba_num_heads * self.mamba_head_dim
+
+    @property
+    def mamba_conv_dim(self) -> int:
+        """Channels of the Mamba-2 causal conv1d: x, B and C."""
+        return self.mamba_inner + 2 * self.mamba_groups * self.ssm_state_size
+
+    @property
+    def linear_key_dim(self) -> int:
+        return self.linear_num_key_heads * self.linear_key_head_dim
+
+    @property
+    def linear_value_dim(self) -> int:
+        return self.linear_num_value_heads * self.linear_value_head_dim
+
     # -- parameter counts ------------------------------------------------------------------
     def attention_params(self) -> int:
-        """Parameters of one attention block: Wq, Wk, Wv, Wo (+ biases)."""
-        h, q, kv = self.hidden_size, self.q_dim, self.kv_dim
-        n = h * q + 2 * h * kv + q * h
+        """Parameters of one attention block: Wq, Wk, Wv, Wo (+ biases); MLA: the low-rank
+        query and joint KV projections with their norms, the KV up-projection and Wo."""
+        h = self.hidden_size
+        if self.is_mla:
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q = (h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * self.num_heads * qk if self.q_lora_rank
+                 else h * self.num_heads * qk)
+            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+            up = self.kv_lora_rank * self.num_heads * (self.qk_nope_head_dim + self.v_head_dim)
+            return q + kv + up + self.num_heads * self.v_head_dim * h
+        q, kv = self.q_dim, self.kv_dim
+        n = h * q * (2 if self.attn_output_gate else 1) + 2 * h * kv + q * h
         if self.attention_bias:
             n += q + 2 * kv + (h if self.mlp_bias else 0)
         return n
 
-    def expert_params(self) -> int:
-        """Parameters of one MLP (one expert): gate/up/down matrices (+ biases)."""
-        h, i = self.hidden_size, self.intermediate_size
+    def mamba_params(self) -> int:
+        """Parameters of one Mamba-2 mixer: in_proj (z, x, B, C, dt), conv1d with bias, A, D,
+        dt bias, gated norm and out_proj."""
+        h, d, conv = self.hidden_size, self.mamba_inner, self.mamba_conv_dim
+        in_proj = h * (d + conv + self.mamba_num_heads)
+        return in_proj + conv * (self.conv_kernel + 1) + 3 * self.mamba_num_heads + d + d * h
+
+    def linear_attention_params(self) -> int:
+        """Parameters of one gated-DeltaNet mixer: in_proj (q, k, v, z and b, a), conv1d, A and dt
+        bias, gated norm and out_proj."""
+        h, kd, vd, nv = self.hidden_size, self.linear_key_dim, self.linear_value_dim, self.linear_num_value_heads
+        conv = 2 * kd + vd
+        return h * (2 * kd + 2 * vd + 2 * nv) + conv * self.conv_kernel + 2 * nv + self.linear_value_head_dim + vd * h
+
+    def expert_params(self, width: int | None = None) -> int:
+        """Parameters of one MLP (one expert) of ``width`` (default: intermediate_size)."""
+        h, i = self.hidden_size, width or self.intermediate_size
         n = (3 if self.mlp_gated else 2) * h * i
         if self.mlp_bias:
             n += (2 * i if self.mlp_gated else i) + h
         return n
 
     def mlp_params(self) -> int:
-        """Parameters of one layer's MLP: all experts, router and shared experts."""
+        """Parameters of one MoE layer's MLP (all experts, router, shared experts), or of one
+        dense MLP for a dense model."""
         n = self.num_experts * self.expert_params() + self.num_shared_experts * self.expert_params()
         if self.is_moe:
             n += self.hidden_size * self.num_experts
@@ -101,6 +195,7 @@ class ModelArch:
         return 2 * self.hidden_size * (2 if self.norm_type == "layernorm" else 1)
 
     def layer_params(self) -> int:
+        """Parameters of one attention + MLP layer (MoE models: an MoE layer)."""
         return self.attention_params() + self.mlp_params() + self.norm_params()
 
     def embedding_params(self) -> int:
@@ -111,16 +206,32 @@ class ModelArch:
             n += self.max_context * self.hidden_size
         return n
 
+    def _stack_params(self, experts: int) -> int:
+        """All layers, with ``experts`` routed experts counted per MoE layer."""
+        if not (self.num_mamba_layers or self.num_linear_layers or self.num_mixer_free_layers or self.num_mlp_free_layers
+                or self.num_dense_layers):
+            if not self.is_moe:
+                return self.num_layers * self.layer_params()
+            return self.num_layers * (self.layer_params() - (self.num_experts - experts) * self.expert_params())
+        moe = experts * self.expert_params() + self.num_shared_experts * self.expert_params() + self.hidden_size * self.num_experts
+        dense_mlps = self.num_mlp_layers - self.num_moe_layers
+        return (self.num_attention_layers * self.attention_params() + self.num_mamba_layers * self.mamba_params()
+                + self.num_linear_layers * self.linear_attention_params() + self.num_moe_layers * moe
+                + dense_mlps * self.expert_params(self.dense_mlp_width) + self.num_layers * self.norm_params())
+
     def param_count(self) -> int:
         """Total parameters (all experts)."""
-        return self.num_layers * self.layer_params() + self.embedding_params()
+        return self._stack_params(self.num_experts) + self.embedding_params()
 
     def active_param_count(self) -> int:
         """Parameters touched per token (only ``experts_per_token`` experts of each MoE layer)."""
-        if not self.is_moe:
-            return self.param_count()
-        per_layer = self.layer_params() - (self.num_experts - self.experts_per_token) * self.expert_params()
-        return self.num_layers * per_layer + self.embedding_params()
+        n = self.param_count() if not self.is_moe else self._stack_params(self.experts_per_token) + self.embedding_params()
+        table = self.vocab_size * self.hidden_size
+        if self.active_params_excludes == "input_embedding":
+            n -= table
+        elif self.active_params_excludes == "embeddings":
+            n -= table * (1 if self.tied_embeddings else 2)
+        return n
 
     def with_overrides(self, **changes: Any) -> ModelArch:
         """A perturbed copy (validated), e.g. ``arch.with_overrides(num_layers=30)``."""
@@ -132,12 +243,41 @@ def _require(cond: bool, message: str, field_name: str) -> None:
         raise InvalidInputError(message, field=field_name)
 
 
+_POSITIVE = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "vocab_size",
+             "max_context", "num_experts", "experts_per_token")
+
+
 def validate_arch(arch: ModelArch) -> None:
     """Raise `InvalidInputError` naming the first invalid field of ``arch``."""
-    for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "vocab_size"):
+    for name in _POSITIVE[:7]:
         value = getattr(arch, name)
         _require(isinstance(value, int) and not isinstance(value, bool) and value > 0,
                  f"must be a positive integer, got {value!r}", name)
+    for name in (f.name for f in fields(ModelArch) if f.type == "int" and f.name not in _POSITIVE):
+        value = getattr(arch, name)
+        _require(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+                 f"must be a non-negative integer, got {value!r}", name)
+    mixers = arch.num_mamba_layers + arch.num_linear_layers + arch.num_mixer_free_layers
+    _require(mixers <= arch.num_layers, f"mamba, linear-attention and mixer-free layers ({mixers}) exceed num_layers {arch.num_layers}",
+             "num_layers")
+    _require(arch.num_window_layers <= arch.num_attention_layers,
+             f"num_window_layers {arch.num_window_layers} exceeds the {arch.num_attention_layers} attention layers", "num_window_layers")
+    _require(arch.num_window_layers == 0 or arch.sliding_window > 0, "windowed layers need sliding_window > 0", "sliding_window")
+    _require(arch.active_params_excludes in ("", "input_embedding", "embeddings"),
+             f"unknown value {arch.active_params_excludes!r}; expected '', input_embedding or embeddings", "active_params_excludes")
+    _require(arch.window_kind in ("sliding", "chunked"), f"unknown window kind {arch.window_kind!r}; expected sliding or chunked",
+             "window_kind")
+    _require(arch.num_mlp_free_layers <= arch.num_layers and arch.num_dense_layers <= arch.num_mlp_layers,
+             "num_mlp_free_layers + num_dense_layers exceed num_layers", "num_dense_layers")
+    if arch.is_mla:
+        for name in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            _require(getattr(arch, name) > 0, "multi-head latent attention needs a positive value", name)
+    if arch.num_mamba_layers:
+        for name in ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "mamba_groups", "conv_kernel"):
+            _require(getattr(arch, name) > 0, "Mamba-2 layers need a positive value", name)
+    if arch.num_linear_layers:
+        for name in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "conv_kernel"):
+            _require(getattr(arch, name) > 0, "gated-DeltaNet layers need a positive value", name)
     _require(arch.num_heads % arch.num_kv_heads == 0,
              f"num_kv_heads {arch.num_kv_heads} must divide num_heads {arch.num_heads}", "num_kv_heads")
     _require(arch.num_experts >= 1, f"must be >= 1 (1 for a dense model), got {arch.num_experts}", "num_experts")
@@ -176,124 +316,15 @@ def model_catalog() -> Catalog[ModelArch]:
         return Catalog("model", load_model_file(real))
 
 
-# -- Hugging Face config.json --------------------------------------------------------------------
-_LAYERNORM_TYPES = {"bloom", "falcon", "gpt2", "gptj", "gpt_neox", "opt", "starcoder2", "phi", "gpt_bigcode", "RefinedWeb", "RefinedWebModel"}
-_UNGATED_TYPES = {"bloom", "falcon", "gpt2", "gptj", "gpt_neox", "opt", "starcoder2", "phi", "gpt_bigcode", "RefinedWeb", "RefinedWebModel"}
-_LEARNED_POS_TYPES = {"gpt2", "opt", "gpt_bigcode"}
-_PARALLEL_TYPES = {"gptj", "phi"}
-_ACT_ALIASES = {
-    "silu": "silu", "swish": "silu", "swiglu": "silu",
-    "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
-    "gelu_tanh": "gelu_tanh", "relu": "relu", "geglu": "gelu_tanh",
-}
-
-
-def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
-    for key in keys:
-        if cfg.get(key) is not None:
-            return cfg[key]
-    return default
-
-
-def arch_from_hf_config(cfg: dict[str, Any], model_id: str | None = None) -> ModelArch:
-    """Map a Hugging Face ``config.json`` (as a dict) onto `ModelArch`.
-
-    Handles the common key spellings (``n_embd``/``d_model``, ``n_layer``, ``n_head``,
-    ``num_key_value_heads``/``num_kv_heads``/``multi_query``), MoE keys (``num_local_experts``,
-    ``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``) and nested
-    ``text_config`` (multimodal wrappers). Missing required keys raise `InvalidInputError`.
-    """
-    if isinstance(cfg.get("text_config"), dict):
-        outer = cfg
-        cfg = {**cfg["text_config"]}
-        cfg.setdefault("_name_or_path", outer.get("_name_or_path"))
-    model_type = str(cfg.get("model_type", ""))
-    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
-    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads")
-    vocab = _first(cfg, "vocab_size", "padded_vocab_size")
-    for key, value in (("hidden_size", hidden), ("num_hidden_layers", layers), ("num_attention_heads", heads), ("vocab_size", vocab)):
-        if value is None:
-            raise InvalidInputError(f"config.json has no {key} (or an equivalent key)", field=key)
-    hidden, layers, heads, vocab = int(hidden), int(layers), int(heads), int(vocab)
-    if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
-        kv_heads = 1
-    else:
-        kv_heads = int(_first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=heads))
-    head_dim = cfg.get("head_dim")
-    if head_dim is None:
-        if hidden % heads:
-            raise InvalidInputError(f"num_heads {heads} does not divide hidden_size {hidden} and no head_dim is given",
-                                    field="num_heads")
-        head_dim = hidden // heads
-    num_experts = int(_first(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=1) or 1)
-    if num_experts > 1:
-        inter = _first(cfg, "moe_intermediate_size", "intermediate_size", "ffn_hidden_size")
-    else:
-        inter = _first(cfg, "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
-    if inter is None:
-        inter = 4 * hidden
-    act_raw = str(_first(cfg, "hidden_activation", "hidden_act", "activation_function", "activation", default="silu")).lower()
-    activation = _ACT_ALIASES.get(act_raw, act_raw if act_raw in ACTIVATIONS else "gelu")
-    norm = "layernorm" if model_type in _LAYERNORM_TYPES or "layer_norm_epsilon" in cfg and "rms_norm_eps" not in cfg else "rmsnorm"
-    gated = model_type not in _UNGATED_TYPES
-    if model_type == "bloom" or cfg.get("alibi"):
-        pos = "alibi"
-    elif model_type in _LEARNED_POS_TYPES:
-        pos = "learned"
-    else:
-        pos = "rope"
-    max_ctx = int(_first(cfg, "max_position_embeddings", "seq_length", "n_positions", "max_sequence_length", default=2048))
-    name = model_id or str(cfg.get("_name_or_path") or model_type or "hf-model")
-    return ModelArch(
-        id=name.lower(),
-        name=name,
-        hf_id=str(cfg.get("_name_or_path") or ""),
-        family=model_type,
-        hidden_size=hidden,
-        intermediate_size=int(inter),
-        num_layers=layers,
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=int(head_dim),
-        vocab_size=vocab,
-        activation=activation,
-        norm_type=norm,
-        mlp_gated=gated,
-        num_experts=num_experts,
-        experts_per_token=int(_first(cfg, "num_experts_per_tok", "num_experts_per_token", "moe_topk", default=1)) if num_experts > 1 else 1,
-        num_shared_experts=int(cfg.get("n_shared_experts") or 0),
-        position_encoding=pos,
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type in {"bloom", "gemma", "gemma2", "gemma3_text"})),
-        max_context=max_ctx,
-        attention_bias=bool(_first(cfg, "attention_bias", "bias", "qkv_bias", default=model_type in {"qwen2", "bloom"})),
-        mlp_bias=bool(_first(cfg, "mlp_bias", "bias", default=model_type in {"bloom", "starcoder2", "gptj", "opt"})),
-        parallel_attention=bool(cfg.get("parallel_attn", model_type in _PARALLEL_TYPES)),
-    )
-
-
-def load_hf_config(path: str | Path) -> ModelArch:
-    """Load a HF ``config.json`` file (or a folder holding one) as a `ModelArch`."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    if not p.is_file():
-        raise InvalidInputError(f"no such file {str(p)!r}; give a model id or a path to a config.json", field="model")
-    try:
-        cfg = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{p} is not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", field="model") from None
-    if not isinstance(cfg, dict):
-        raise InvalidInputError(f"{p} does not hold a JSON object", field="model")
-    return arch_from_hf_config(cfg, model_id=p.parent.name or p.stem)
-
-
-def get_model(name: str | ModelArch) -> ModelArch:
-    """A model by catalog id/alias, or from a HF ``config.json`` path; close matches on failure."""
+def get_model(name: str | ModelArch, approximate: bool = False) -> ModelArch:
+    """A model by catalog id/alias, or from a HF ``config.json`` path (``approximate``: map what
+    llmco2 does not model onto the nearest modelled architecture); close matches on failure."""
     if isinstance(name, ModelArch):
         return name
     text = str(name)
     path = Path(text)
     if text.endswith(".json") or (path.is_dir() and (path / "config.json").is_file()):
-        return load_hf_config(path)
+        from llmco2.specs.hf_config import load_hf_config
+
+        return load_hf_config(path, approximate=approximate)
     return model_catalog().get(text, field="model")

@@ -127,8 +127,9 @@ def validate_request(request: Request, arch: ModelArch, gpu: GPU, check_context:
     assert tp is not None
     if arch.num_heads % tp:
         raise InvalidInputError(f"tensor parallel degree {tp} must divide num_heads {arch.num_heads} of {arch.id}", field="tensor_parallel")
-    if arch.num_kv_heads % tp:
-        raise InvalidInputError(f"tensor parallel degree {tp} must divide num_kv_heads {arch.num_kv_heads} of {arch.id}", field="tensor_parallel")
+    if arch.num_kv_heads % tp and tp % arch.num_kv_heads:  # above the KV heads, engines replicate them (vLLM, SGLang)
+        raise InvalidInputError(f"tensor parallel degree {tp} must divide num_kv_heads {arch.num_kv_heads} of {arch.id}, "
+                                "or be a multiple of it", field="tensor_parallel")
     if arch.intermediate_size % tp:
         raise InvalidInputError(f"tensor parallel degree {tp} must divide intermediate_size {arch.intermediate_size} of {arch.id}", field="tensor_parallel")
     if request.pipeline_parallel > arch.num_layers:
