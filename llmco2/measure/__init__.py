@@ -1,6 +1,7 @@
 """Energy measurement on NVIDIA GPUs: an NVML meter, an inference runner and resumable sweeps.
 
 * :mod:`llmco2.measure.nvml` — lazy NVML bindings, typed errors;
+* :mod:`llmco2.measure.measurement` — :class:`Measurement`, what one window measured;
 * :mod:`llmco2.measure.meter` — :class:`EnergyMeter` (``begin_window`` / ``end_window`` ->
   :class:`Measurement`), energy counter with a power-sampling fallback, idle power;
 * :mod:`llmco2.measure.hf_models` — catalog architecture -> transformers model (random weights);
@@ -35,13 +36,14 @@ from llmco2.measure.errors import (
     UnsupportedConfigError,
     WindowError,
 )
-from llmco2.measure.meter import EnergyMeter, Measurement, Meter
+from llmco2.measure.measurement import Measurement
+from llmco2.measure.meter import EnergyMeter, Meter
 from llmco2.measure.windows import CounterProbe, WindowPolicy, probe_counter
 
 _LAZY = {
     "InferenceRunner": "llmco2.measure.runner",
-    "RunResult": "llmco2.measure.runner",
-    "PhaseStats": "llmco2.measure.runner",
+    "RunResult": "llmco2.measure.results",
+    "PhaseStats": "llmco2.measure.results",
     "build_model": "llmco2.measure.hf_models",
     "hf_config_for": "llmco2.measure.hf_models",
     "SweepOptions": "llmco2.measure.sweep",

@@ -19,8 +19,9 @@ at most the policy's target fraction of the window.
 Every request is run ``warmup`` times unmeasured and then ``repeats`` times measured; each phase
 reports the mean and standard deviation of its per-pass energy (J, summed over the GPUs serving
 the request) and latency (s), the energy above idle, clocks, temperature, the window method,
-``k``, the window length and the quantisation bound. The model factory and the device are
-injectable: tests run a tiny CPU model (or a simulated one) with a fake meter.
+``k``, the window length and the quantisation bound (:mod:`llmco2.measure.results`). The model
+factory and the device are injectable: tests run a tiny CPU model (or a simulated one) with a
+fake meter.
 """
 
 from __future__ import annotations
@@ -32,15 +33,17 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Any, Protocol
 
 import torch
 
 from llmco2.measure.errors import MeasurementError, UnsupportedConfigError
 from llmco2.measure.hf_models import BuiltModel, build_model
-from llmco2.measure.meter import Measurement, Meter
+from llmco2.measure.measurement import Measurement
+from llmco2.measure.meter import Meter
 from llmco2.measure.passes import DECODE_MODES, ENGINE_OF_MODE, Passes
+from llmco2.measure.results import PhaseStats, RunResult
 from llmco2.measure.windows import AMORTISED, LENGTHENED, SINGLE, WindowPlan, WindowPolicy, per_pass, quantisation_bound
 from llmco2.specs import ModelArch, Request
 
@@ -52,82 +55,6 @@ class ModelFactory(Protocol):
 
     def __call__(self, arch: ModelArch, dtype: str, devices: Sequence[torch.device], *, flash_attention: bool = True,
                  model_path: str | None = None, seed: int = 0) -> BuiltModel: ...
-
-
-@dataclass(frozen=True)
-class PhaseStats:
-    """One phase over the measured repeats. Energies in J (all GPUs of the request), times in s."""
-
-    phase: str
-    repeats: int
-    energy_j: float
-    energy_std_j: float
-    latency_s: float
-    latency_std_s: float
-    energy_above_idle_j: float | None
-    method: str
-    energy_per_repeat_j: tuple[float, ...] = ()
-    latency_per_repeat_s: tuple[float, ...] = ()
-    sm_clock_mhz: float | None = None
-    mem_clock_mhz: float | None = None
-    temperature_max_c: float | None = None
-    window_method: str = "single"
-    window_passes: int = 1
-    window_s: float | None = None
-    quantisation_bound: float | None = None
-
-    @classmethod
-    def from_measurements(cls, phase: str, ms: Sequence[Measurement]) -> PhaseStats:
-        """Mean and sample standard deviation of ``ms`` (at least one)."""
-        if not ms:
-            raise ValueError(f"no measurement of {phase}")
-        energy = [m.total_energy_j for m in ms]
-        latency = [m.elapsed_s for m in ms]
-        above = [m.energy_above_idle_j for m in ms]
-
-        def std(xs: list[float]) -> float:
-            return statistics.stdev(xs) if len(xs) > 1 else 0.0
-
-        def mean_of(values: list[Any]) -> float | None:
-            present = [float(v) for v in values if v is not None]
-            return statistics.fmean(present) if present else None
-
-        temps = [t for m in ms for t in m.temperature_c.values() if t is not None]
-        return cls(
-            phase=phase, repeats=len(ms), energy_j=statistics.fmean(energy), energy_std_j=std(energy),
-            latency_s=statistics.fmean(latency), latency_std_s=std(latency),
-            energy_above_idle_j=None if any(a is None for a in above) else statistics.fmean(a for a in above if a is not None),
-            method=ms[0].method, energy_per_repeat_j=tuple(energy), latency_per_repeat_s=tuple(latency),
-            sm_clock_mhz=mean_of([c for m in ms for c in m.sm_clock_mhz.values()]),
-            mem_clock_mhz=mean_of([c for m in ms for c in m.mem_clock_mhz.values()]),
-            temperature_max_c=float(max(temps)) if temps else None,
-        )
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """Both phases of one request. ``decode`` is None when only one token is generated."""
-
-    prefill: PhaseStats
-    decode: PhaseStats | None
-    tokens_generated: int
-    decode_steps: int
-    gpus: tuple[int, ...]
-    model_type: str
-    weights: str
-    notes: tuple[str, ...] = ()
-    device_map: dict[str, str] = field(default_factory=dict)
-    engine: str = "hf"
-    attention: str | None = None
-    idle_power_w: float | None = None
-    power_limit_w: float | None = None
-
-    @property
-    def phases(self) -> tuple[PhaseStats, ...]:
-        return (self.prefill,) if self.decode is None else (self.prefill, self.decode)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def software_versions() -> dict[str, str | None]:

@@ -33,7 +33,7 @@ import pandas as pd
 from llmco2.analytic.batch import ARCH_COLUMNS
 from llmco2.data.schema import COLUMN_NAMES, validate
 from llmco2.errors import InvalidInputError
-from llmco2.measure.runner import RunResult
+from llmco2.measure.results import RunResult
 from llmco2.specs import DTYPE_BITS, GPU, ModelArch, Request, get_gpu, model_catalog
 
 log = logging.getLogger(__name__)

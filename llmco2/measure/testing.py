@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from llmco2.measure.errors import WindowError
-from llmco2.measure.meter import Measurement
+from llmco2.measure.measurement import Measurement
 
 
 class _FakeNVMLError(Exception):

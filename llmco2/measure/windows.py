@@ -30,7 +30,7 @@ from typing import Any
 
 from llmco2.errors import InvalidInputError
 from llmco2.measure.errors import MeasurementError
-from llmco2.measure.meter import Measurement
+from llmco2.measure.measurement import Measurement
 
 log = logging.getLogger(__name__)
 
