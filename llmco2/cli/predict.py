@@ -5,19 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from llmco2.cli.common import fmt, fmt_time, print_json
+from llmco2.cli.common import fmt, fmt_time, parse_pue, print_json
 from llmco2.errors import InvalidInputError
 
 EVAL_FORMATS = ("canonical", "co2meter", "argonne", "mlenergy_v2", "mlenergy_v3", "wilkins", "delavande", "tokenpowerbench")
-
-
-def _pue(text: str | None) -> float | str | None:
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return text
 
 
 def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
@@ -76,7 +67,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         from llmco2.cli.serving import run_serving
 
         return run_serving(args)
-    options = dict(region_id=args.region, carbon_intensity=args.carbon_intensity, pue_value=_pue(args.pue),
+    options = dict(region_id=args.region, carbon_intensity=args.carbon_intensity, pue_value=parse_pue(args.pue),
                    lifetime_years=args.lifetime_years)
     if args.requests:
         from llmco2.cli.predict_file import predict_file

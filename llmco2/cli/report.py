@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llmco2.cli.common import Parser, print_json
+from llmco2.cli.common import Parser, parse_pue, print_json
 from llmco2.errors import InvalidInputError
 
 
@@ -62,9 +62,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
 
 
 def _assumptions(args: argparse.Namespace) -> dict[str, Any]:
-    from llmco2.cli.predict import _pue
-
-    return dict(region_id=args.region, carbon_intensity=args.carbon_intensity, pue_value=_pue(args.pue),
+    return dict(region_id=args.region, carbon_intensity=args.carbon_intensity, pue_value=parse_pue(args.pue),
                 lifetime_years=args.lifetime_years)
 
 

@@ -14,7 +14,7 @@ import argparse
 import math
 from typing import TYPE_CHECKING, Any
 
-from llmco2.cli.common import fmt, fmt_time, print_json
+from llmco2.cli.common import fmt, fmt_time, parse_pue, print_json
 from llmco2.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -88,7 +88,6 @@ def serving_workload(args: argparse.Namespace, copies: int) -> tuple[Any, np.nda
 
 def run_serving(args: argparse.Namespace) -> int:
     """``llmco2 predict --serving``: print the request's footprint under load (table or JSON)."""
-    from llmco2.cli.predict import _pue
     from llmco2.models.predict import load_predictor
     from llmco2.serving.api import serve, server_setup
 
@@ -105,7 +104,7 @@ def run_serving(args: argparse.Namespace) -> int:
     result = serve(args.model, args.gpu, workload, num_gpus=args.gpus, tp=args.tp, engine=engine, dtype=args.dtype,
                    max_batch=args.max_batch, max_batched_tokens=args.max_batched_tokens, chunked_prefill=args.chunked_prefill,
                    predictor=load_predictor(getattr(args, "checkpoint", None)), region_id=args.region,
-                   carbon_intensity=args.carbon_intensity, pue_value=_pue(args.pue), lifetime_years=args.lifetime_years, calibration=calibration)
+                   carbon_intensity=args.carbon_intensity, pue_value=parse_pue(args.pue), lifetime_years=args.lifetime_years, calibration=calibration)
     rows = result.requests.iloc[mine]
     record = _record(args, copies, rows, result)
     if args.json:
