@@ -108,50 +108,229 @@ class Schedule:
 
 def simulate(workload: Workload, cost: IterationCost, config: SchedulerConfig) -> Schedule:
     """Run ``workload`` through the scheduler; every request finishes (deterministic: no randomness here)."""
-    n = len(workload)
-    prompt, output = workload.prompt_tokens, workload.output_tokens
-    too_long = prompt + output > config.kv_capacity_tokens
-    if too_long.any():
-        i = int(np.flatnonzero(too_long)[0])
-        raise InvalidInputError(f"request {i} needs {prompt[i] + output[i]} KV tokens (prompt + output), more than the "
-                                f"{config.kv_capacity_tokens} tokens the server's KV cache holds", field="prompt_tokens")
-    closed = workload.concurrency is not None
-    arrival = np.full(n, np.inf) if closed else workload.arrival_s.copy()  # type: ignore[union-attr]
-    issued = 0
-    if closed:
-        issued = min(int(workload.concurrency), n)  # type: ignore[arg-type]
-        arrival[:issued] = 0.0
-    first = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    energy = np.zeros(n)
-    prefill_j = np.zeros(n)  # the part of energy_j charged for prompt tokens
-    idle_share = np.zeros(n)  # the part of energy_j that is idle energy
-    gpu_s = np.zeros(n)
-    preempt = np.zeros(n, dtype=np.int64)
-    generated = np.zeros(n, dtype=np.int64)   # output tokens produced so far
-    to_prefill = np.zeros(n, dtype=np.int64)  # prompt (+ recomputed) tokens still to prefill
-    in_kv = np.zeros(n, dtype=np.int64)       # tokens held in the KV cache
-    out = Schedule(arrival, first, finish, energy, prefill_j, idle_share, gpu_s, preempt, prompt, output)
+    return _Simulation(workload, cost, config).run()
 
-    waiting: deque[int] = deque()
-    prefilling: list[int] = []   # admitted, prefill not finished (admission order)
-    running: list[int] = []      # decoding (admission order)
-    nxt = 0                      # next request to arrive
-    done = 0
-    used = 0                     # KV tokens in use
-    t = 0.0
-    idle_j = idle_s = 0.0
 
-    def account(members: NDArray[np.int64], tokens: NDArray[np.float64] | None, e: float, dt: float, iters: int, made: int,
-                prefill_members: int = 0) -> None:
-        """Charge an event's energy (+ the idle spell before it) to ``members`` by ``tokens`` (None: equal shares)."""
-        nonlocal idle_j, idle_s
+class _Simulation:
+    """State of one :func:`simulate` run and its steps, one scheduler iteration (or decode run) at a time.
+
+    Per request (arrays over requests, in workload order): token counts (``generated``,
+    ``to_prefill``, ``in_kv``), times (s) and the energy (J) and GPU time (s) charged so far, all
+    held by :attr:`out`. Server: the waiting queue, the admitted requests (``prefilling`` and
+    ``running``, in admission order), the KV tokens in use (``used``), the clock ``t`` (s) and the
+    idle energy (J) and time (s) not yet charged to an iteration.
+    """
+
+    def __init__(self, workload: Workload, cost: IterationCost, config: SchedulerConfig) -> None:
+        n = len(workload)
+        prompt, output = workload.prompt_tokens, workload.output_tokens
+        too_long = prompt + output > config.kv_capacity_tokens
+        if too_long.any():
+            i = int(np.flatnonzero(too_long)[0])
+            raise InvalidInputError(f"request {i} needs {prompt[i] + output[i]} KV tokens (prompt + output), more than the "
+                                    f"{config.kv_capacity_tokens} tokens the server's KV cache holds", field="prompt_tokens")
+        self.cost, self.config = cost, config
+        self.n, self.prompt, self.output = n, prompt, output
+        self.closed = workload.concurrency is not None
+        self.arrival = np.full(n, np.inf) if self.closed else workload.arrival_s.copy()  # type: ignore[union-attr]
+        self.issued = 0  # closed loop: requests sent so far
+        if self.closed:
+            self.issued = min(int(workload.concurrency), n)  # type: ignore[arg-type]
+            self.arrival[:self.issued] = 0.0
+        self.first = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.energy = np.zeros(n)
+        self.prefill_j = np.zeros(n)  # the part of energy_j charged for prompt tokens
+        self.idle_share = np.zeros(n)  # the part of energy_j that is idle energy
+        self.gpu_s = np.zeros(n)
+        self.preempt = np.zeros(n, dtype=np.int64)
+        self.generated = np.zeros(n, dtype=np.int64)   # output tokens produced so far
+        self.to_prefill = np.zeros(n, dtype=np.int64)  # prompt (+ recomputed) tokens still to prefill
+        self.in_kv = np.zeros(n, dtype=np.int64)       # tokens held in the KV cache
+        self.out = Schedule(self.arrival, self.first, self.finish, self.energy, self.prefill_j, self.idle_share, self.gpu_s,
+                            self.preempt, prompt, output)
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[int] = []   # admitted, prefill not finished (admission order)
+        self.running: list[int] = []      # decoding (admission order)
+        self.nxt = 0                      # next request to arrive
+        self.done = 0
+        self.used = 0                     # KV tokens in use
+        self.t = 0.0                      # clock (s)
+        self.idle_j = 0.0                 # idle energy (J) and time (s) not yet charged
+        self.idle_s = 0.0
+
+    def run(self) -> Schedule:
+        """Iterate until every request has finished; the filled :class:`Schedule`."""
+        while self.done < self.n:
+            self.admit()
+            if not self.running and not self.prefilling:
+                self.idle_until_next_arrival()
+            elif self.prefilling:
+                self.prefill_iteration()
+            else:
+                self.decode_run()
+        if self.closed:
+            self.out.arrival_s = self.arrival
+        return self.out
+
+    # -- admit ---------------------------------------------------------------------------------
+    def admit(self) -> None:
+        """Queue the requests that have arrived by ``t``, then admit waiting ones first-come
+        first-served while the batch has room and the KV cache holds their prompt."""
+        n, arrival, waiting, config = self.n, self.arrival, self.waiting, self.config
+        while self.nxt < n and arrival[self.nxt] <= self.t:
+            waiting.append(self.nxt)
+            self.nxt += 1
+        prefilling, running = self.prefilling, self.running
+        while waiting and len(running) + len(prefilling) < config.max_batch:
+            i = waiting[0]
+            need = int(self.prompt[i] + self.generated[i])
+            # room for the prompt and for the next token of every admitted sequence (a watermark that
+            # keeps a just-preempted request from being readmitted into the same full cache)
+            if self.used + need + len(running) + len(prefilling) + 1 > config.kv_capacity_tokens:
+                break
+            waiting.popleft()
+            self.to_prefill[i] = need
+            self.in_kv[i] = need  # the whole prompt is reserved at admission
+            self.used += need
+            prefilling.append(i)
+
+    def idle_until_next_arrival(self) -> None:
+        """Nothing to run: idle (at ``idle_w`` W) until the next arrival."""
+        if self.nxt >= self.n:
+            raise RuntimeError("scheduler stalled with requests left")  # pragma: no cover - invariant
+        gap = float(self.arrival[self.nxt]) - self.t
+        self.idle_j += gap * self.config.idle_w
+        self.idle_s += gap
+        self.t = float(self.arrival[self.nxt])
+
+    # -- prefill (or mixed) iteration ----------------------------------------------------------
+    def prefill_iteration(self) -> None:
+        """One iteration that prefills prompt chunks (with the running decodes when chunked):
+        schedule the chunk, cost it, attribute it, advance."""
+        config, running = self.config, self.running
+        if config.chunked_prefill and running and self.used + len(running) + len(self.prefilling) > config.kv_capacity_tokens:
+            self.preempt_newest()  # no room for this iteration's new tokens
+            return
+        decoders = running if config.chunked_prefill else []
+        chunk_ids, chunk_tokens = self.schedule_chunk(len(decoders))
+        dec = np.asarray(decoders, dtype=np.int64)
+        e, dt = self.cost_iteration(chunk_ids, chunk_tokens, dec)
+        members = np.concatenate([np.asarray(chunk_ids, dtype=np.int64), dec])
+        toks = np.concatenate([np.asarray(chunk_tokens, dtype=np.float64), np.ones(len(dec))])
+        made = len(dec)
+        end = self.t + dt
+        for i, k in zip(chunk_ids, chunk_tokens, strict=True):
+            self.to_prefill[i] -= k
+            if self.to_prefill[i] == 0:
+                made += 1
+        self.attribute(members, toks, e, dt, 1, made, prefill_members=len(chunk_ids))
+        self.t = end
+        self.advance_prefill(chunk_ids, dec)
+
+    def schedule_chunk(self, decoders: int) -> tuple[list[int], list[int]]:
+        """Prompt chunks of this iteration: (requests, prompt tokens of each) within the token
+        budget left by ``decoders`` decode tokens (whole prompts only without chunked prefill)."""
+        config = self.config
+        budget = max(config.max_batched_tokens - decoders, 1)
+        chunk_ids: list[int] = []
+        chunk_tokens: list[int] = []
+        for i in self.prefilling:
+            take = int(self.to_prefill[i])
+            if config.chunked_prefill:
+                take = min(take, budget)
+            elif chunk_ids and take > budget:
+                break
+            if take <= 0:
+                break
+            chunk_ids.append(i)
+            chunk_tokens.append(take)
+            budget -= take
+            if budget <= 0:
+                break
+        return chunk_ids, chunk_tokens
+
+    def cost_iteration(self, chunk_ids: list[int], chunk_tokens: list[int], dec: NDArray[np.int64]) -> tuple[float, float]:
+        """Energy (J) and duration (s) of a prefill iteration, mixed with the decodes ``dec`` if any."""
+        ptoks = int(sum(chunk_tokens))
+        if len(dec):
+            ctx = float((self.prompt[dec] + self.generated[dec]).mean())
+            return self.cost.mixed(len(chunk_ids), ptoks, len(dec), ctx)
+        return self.cost.prefill(len(chunk_ids), ptoks)
+
+    def advance_prefill(self, chunk_ids: list[int], dec: NDArray[np.int64]) -> None:
+        """After a prefill iteration ending at ``t``: finished prompts yield their first token
+        (and start decoding, or finish), the decodes ``dec`` one token each."""
+        generated, in_kv, output = self.generated, self.in_kv, self.output
+        for i in chunk_ids:
+            if self.to_prefill[i] == 0:
+                self.prefilling.remove(i)
+                if generated[i] == 0:
+                    self.first[i] = self.t
+                generated[i] += 1
+                in_kv[i] += 1
+                self.used += 1
+                if generated[i] >= output[i]:
+                    self.complete(i)
+                else:
+                    self.running.append(i)
+        if len(dec):
+            generated[dec] += 1
+            in_kv[dec] += 1
+            self.used += len(dec)
+            for i in dec[generated[dec] >= output[dec]].tolist():
+                self.running.remove(i)
+                self.complete(i)
+
+    # -- decode run ----------------------------------------------------------------------------
+    def decode_run(self) -> None:
+        """Decode steps of the same batch until a completion, an admissible arrival or a full KV
+        cache: schedule the run, cost it (one vectorised call), attribute it, advance."""
+        config, output, generated, arrival = self.config, self.output, self.generated, self.arrival
+        run = np.asarray(self.running, dtype=np.int64)
+        d = len(run)
+        free_steps = (config.kv_capacity_tokens - self.used) // d
+        if free_steps < 1:
+            self.preempt_newest()
+            return
+        steps = int(min((output[run] - generated[run]).min(), free_steps))
+        ctx = np.asarray((self.prompt[run] + generated[run]).mean() + np.arange(steps), dtype=np.float64)
+        e_k, t_k = self.cost.decode(d, ctx)
+        cum = np.cumsum(t_k)
+        nxt = self.nxt
+        if nxt < self.n and d + len(self.prefilling) < config.max_batch and np.isfinite(arrival[nxt]):
+            # stop after the step during which the next request arrives (it joins the next iteration)
+            stop = int(np.searchsorted(cum, arrival[nxt] - self.t, side="left")) + 1
+            steps = max(min(steps, stop), 1)
+        e = float(e_k[:steps].sum())
+        dt = float(cum[steps - 1])
+        self.attribute(run, None, e, dt, steps, d * steps)
+        self.t += dt
+        self.advance_decode(run, steps)
+
+    def advance_decode(self, run: NDArray[np.int64], steps: int) -> None:
+        """After ``steps`` decode steps of ``run`` ending at ``t``: tokens, KV cache, completions."""
+        generated, output = self.generated, self.output
+        generated[run] += steps
+        self.in_kv[run] += steps
+        self.used += len(run) * steps
+        for i in run[generated[run] >= output[run]].tolist():
+            self.running.remove(i)
+            self.complete(i)
+
+    # -- attribute -----------------------------------------------------------------------------
+    def attribute(self, members: NDArray[np.int64], tokens: NDArray[np.float64] | None, e: float, dt: float, iters: int,
+                  made: int, prefill_members: int = 0) -> None:
+        """Charge an event's energy ``e`` (J, + the idle spell before it) and duration ``dt`` (s) to
+        ``members`` by ``tokens`` (None: equal shares); log the event (starting at ``t``)."""
+        idle_j, idle_s, out = self.idle_j, self.idle_s, self.out
         share: NDArray[np.float64] | float = 1.0 / len(members) if tokens is None else tokens / tokens.sum()
-        energy[members] += (e + idle_j) * share
-        idle_share[members] += idle_j * share
+        self.energy[members] += (e + idle_j) * share
+        self.idle_share[members] += idle_j * share
         if prefill_members:  # the first ``prefill_members`` members process prompt tokens
-            prefill_j[members[:prefill_members]] += (e + idle_j) * share[:prefill_members]  # type: ignore[index]
-        gpu_s[members] += (dt + idle_s) * share
+            self.prefill_j[members[:prefill_members]] += (e + idle_j) * share[:prefill_members]  # type: ignore[index]
+        self.gpu_s[members] += (dt + idle_s) * share
+        t = self.t
         out.log_start_s.append(t)
         out.log_end_s.append(t + dt)
         out.log_energy_j.append(e + idle_j)
@@ -162,132 +341,23 @@ def simulate(workload: Workload, cost: IterationCost, config: SchedulerConfig) -
         out.idle_j += idle_j
         out.busy_s += dt
         out.iterations += iters
-        idle_j = idle_s = 0.0
+        self.idle_j = self.idle_s = 0.0
 
-    def complete(i: int, when: float) -> None:
-        nonlocal done, used, issued
-        finish[i] = when
-        used -= int(in_kv[i])
-        in_kv[i] = 0
-        done += 1
-        if closed and issued < n:
-            arrival[issued] = when
-            issued += 1
+    # -- completions and preemption ------------------------------------------------------------
+    def complete(self, i: int) -> None:
+        """Request ``i`` finishes at ``t``: free its KV cache; closed loop: its client sends the next request."""
+        self.finish[i] = self.t
+        self.used -= int(self.in_kv[i])
+        self.in_kv[i] = 0
+        self.done += 1
+        if self.closed and self.issued < self.n:
+            self.arrival[self.issued] = self.t
+            self.issued += 1
 
-    def preempt_newest() -> None:
-        nonlocal used
-        victim = running.pop()  # most recently admitted
-        used -= int(in_kv[victim])
-        in_kv[victim] = 0
-        preempt[victim] += 1
-        waiting.appendleft(victim)
-
-    while done < n:
-        while nxt < n and arrival[nxt] <= t:
-            waiting.append(nxt)
-            nxt += 1
-        while waiting and len(running) + len(prefilling) < config.max_batch:
-            i = waiting[0]
-            need = int(prompt[i] + generated[i])
-            # room for the prompt and for the next token of every admitted sequence (a watermark that
-            # keeps a just-preempted request from being readmitted into the same full cache)
-            if used + need + len(running) + len(prefilling) + 1 > config.kv_capacity_tokens:
-                break
-            waiting.popleft()
-            to_prefill[i] = need
-            in_kv[i] = need  # the whole prompt is reserved at admission
-            used += need
-            prefilling.append(i)
-        if not running and not prefilling:
-            if nxt >= n:
-                raise RuntimeError("scheduler stalled with requests left")  # pragma: no cover - invariant
-            gap = float(arrival[nxt]) - t
-            idle_j += gap * config.idle_w
-            idle_s += gap
-            t = float(arrival[nxt])
-            continue
-        if prefilling:
-            if config.chunked_prefill and running and used + len(running) + len(prefilling) > config.kv_capacity_tokens:
-                preempt_newest()  # no room for this iteration's new tokens
-                continue
-            decoders = running if config.chunked_prefill else []
-            budget = max(config.max_batched_tokens - len(decoders), 1)
-            chunk_ids, chunk_tokens = [], []
-            for i in prefilling:
-                take = int(to_prefill[i])
-                if config.chunked_prefill:
-                    take = min(take, budget)
-                elif chunk_ids and take > budget:
-                    break
-                if take <= 0:
-                    break
-                chunk_ids.append(i)
-                chunk_tokens.append(take)
-                budget -= take
-                if budget <= 0:
-                    break
-            ptoks = int(sum(chunk_tokens))
-            dec = np.asarray(decoders, dtype=np.int64)
-            if len(dec):
-                ctx = float((prompt[dec] + generated[dec]).mean())
-                e, dt = cost.mixed(len(chunk_ids), ptoks, len(dec), ctx)
-            else:
-                e, dt = cost.prefill(len(chunk_ids), ptoks)
-            members = np.concatenate([np.asarray(chunk_ids, dtype=np.int64), dec])
-            toks = np.concatenate([np.asarray(chunk_tokens, dtype=np.float64), np.ones(len(dec))])
-            made = len(dec)
-            end = t + dt
-            for i, k in zip(chunk_ids, chunk_tokens, strict=True):
-                to_prefill[i] -= k
-                if to_prefill[i] == 0:
-                    made += 1
-            account(members, toks, e, dt, 1, made, prefill_members=len(chunk_ids))
-            t = end
-            for i in chunk_ids:
-                if to_prefill[i] == 0:
-                    prefilling.remove(i)
-                    if generated[i] == 0:
-                        first[i] = t
-                    generated[i] += 1
-                    in_kv[i] += 1
-                    used += 1
-                    if generated[i] >= output[i]:
-                        complete(i, t)
-                    else:
-                        running.append(i)
-            if len(dec):
-                generated[dec] += 1
-                in_kv[dec] += 1
-                used += len(dec)
-                for i in dec[generated[dec] >= output[dec]].tolist():
-                    running.remove(i)
-                    complete(i, t)
-            continue
-        # decode run: the same batch until a completion, an admissible arrival or a full KV cache
-        run = np.asarray(running, dtype=np.int64)
-        d = len(run)
-        free_steps = (config.kv_capacity_tokens - used) // d
-        if free_steps < 1:
-            preempt_newest()
-            continue
-        steps = int(min((output[run] - generated[run]).min(), free_steps))
-        ctx = np.asarray((prompt[run] + generated[run]).mean() + np.arange(steps), dtype=np.float64)
-        e_k, t_k = cost.decode(d, ctx)
-        cum = np.cumsum(t_k)
-        if nxt < n and d + len(prefilling) < config.max_batch and np.isfinite(arrival[nxt]):
-            # stop after the step during which the next request arrives (it joins the next iteration)
-            stop = int(np.searchsorted(cum, arrival[nxt] - t, side="left")) + 1
-            steps = max(min(steps, stop), 1)
-        e = float(e_k[:steps].sum())
-        dt = float(cum[steps - 1])
-        account(run, None, e, dt, steps, d * steps)
-        t += dt
-        generated[run] += steps
-        in_kv[run] += steps
-        used += d * steps
-        for i in run[generated[run] >= output[run]].tolist():
-            running.remove(i)
-            complete(i, t)
-    if closed:
-        out.arrival_s = arrival
-    return out
+    def preempt_newest(self) -> None:
+        """Preempt the most recently admitted running request (recomputed when readmitted)."""
+        victim = self.running.pop()  # most recently admitted
+        self.used -= int(self.in_kv[victim])
+        self.in_kv[victim] = 0
+        self.preempt[victim] += 1
+        self.waiting.appendleft(victim)
