@@ -3,8 +3,8 @@
 from llmco2.specs.dtypes import DTYPE_BITS, DTYPE_BYTES, canonical_dtype, dtype_bytes
 from llmco2.specs.engines import DEFAULT_ENGINE, UNKNOWN_ENGINE, Engine, engine_catalog, engine_id, engine_ids, get_engine
 from llmco2.specs.gpus import GPU, get_gpu, gpu_catalog
-from llmco2.specs.hf_config import arch_from_hf_config, load_hf_config
-from llmco2.specs.models import ModelArch, get_model, model_catalog
+from llmco2.specs.hf_config import arch_from_hf_config, get_model, load_hf_config
+from llmco2.specs.models import ModelArch, model_catalog
 from llmco2.specs.requests import Request, validate_request
 
 __all__ = [

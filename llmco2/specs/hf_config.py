@@ -1,4 +1,5 @@
-"""A Hugging Face ``config.json`` as a :class:`~llmco2.specs.models.ModelArch`, with nothing misread.
+"""Model lookup (:func:`get_model`: a catalog id or alias, or a config.json path) and a Hugging Face
+``config.json`` as a :class:`~llmco2.specs.models.ModelArch`, with nothing misread.
 
 Every field that changes the cost of a request is either mapped (multi-head latent attention,
 DeepSeek/Llama-4/Qwen MoE layer mixes, banded and chunked attention, Mamba-2 and gated-DeltaNet
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from llmco2.errors import InvalidInputError
-from llmco2.specs.models import ACTIVATIONS, ModelArch
+from llmco2.specs.models import ACTIVATIONS, ModelArch, model_catalog
 
 _LAYERNORM_TYPES = {"bloom", "falcon", "gpt2", "gptj", "gpt_neox", "opt", "starcoder2", "phi", "gpt_bigcode", "RefinedWeb", "RefinedWebModel"}
 _UNGATED_TYPES = {"bloom", "falcon", "gpt2", "gptj", "gpt_neox", "opt", "starcoder2", "phi", "gpt_bigcode", "RefinedWeb", "RefinedWebModel"}
@@ -271,3 +272,15 @@ def load_hf_config(path: str | Path, approximate: bool = False) -> ModelArch:
     if not isinstance(cfg, dict):
         raise InvalidInputError(f"{p} does not hold a JSON object", field="model")
     return arch_from_hf_config(cfg, approximate=approximate)
+
+
+def get_model(name: str | ModelArch, approximate: bool = False) -> ModelArch:
+    """A model by catalog id/alias, or from a HF ``config.json`` path (``approximate``: map what
+    llmco2 does not model onto the nearest modelled architecture); close matches on failure."""
+    if isinstance(name, ModelArch):
+        return name
+    text = str(name)
+    path = Path(text)
+    if text.endswith(".json") or (path.is_dir() and (path / "config.json").is_file()):
+        return load_hf_config(path, approximate=approximate)
+    return model_catalog().get(text, field="model")

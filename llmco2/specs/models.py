@@ -314,17 +314,3 @@ def model_catalog() -> Catalog[ModelArch]:
     path = resources.files("llmco2.specs") / "data" / "models.toml"
     with resources.as_file(path) as real:
         return Catalog("model", load_model_file(real))
-
-
-def get_model(name: str | ModelArch, approximate: bool = False) -> ModelArch:
-    """A model by catalog id/alias, or from a HF ``config.json`` path (``approximate``: map what
-    llmco2 does not model onto the nearest modelled architecture); close matches on failure."""
-    if isinstance(name, ModelArch):
-        return name
-    text = str(name)
-    path = Path(text)
-    if text.endswith(".json") or (path.is_dir() and (path / "config.json").is_file()):
-        from llmco2.specs.hf_config import load_hf_config
-
-        return load_hf_config(path, approximate=approximate)
-    return model_catalog().get(text, field="model")
