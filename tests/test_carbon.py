@@ -53,6 +53,17 @@ def test_soc_without_die_area_has_no_embodied_figure() -> None:
     assert device_embodied(orin) is None and np.isnan(embodied_g(orin, 1, 1.0))
 
 
+def test_added_gpus_embodied_by_hand() -> None:
+    # RTX 4090: AD102 6.085 cm2 at 4 nm (1.8 kg/cm2) + 24 GB GDDR6X (0.4 kg/GB)
+    rtx = device_embodied(get_gpu("rtx-4090"))
+    assert rtx is not None and rtx.logic_kg == pytest.approx(6.085 * 1.8) and rtx.memory_kg == pytest.approx(24 * 0.4)
+    # A30: GA100 8.26 cm2 at 7 nm (1.6) + 24 GB HBM2; A40: GA102 6.284 cm2 at 8 nm -> 12 nm row (1.2) + 48 GB GDDR6
+    assert device_embodied(get_gpu("a30")).total_kg == pytest.approx(8.26 * 1.6 + 24 * 0.4)
+    assert device_embodied(get_gpu("a40")).total_kg == pytest.approx(6.284 * 1.2 + 48 * 0.4)
+    for gpu_id in ("mi250x", "mi300x", "gaudi3"):  # no published die area
+        assert device_embodied(get_gpu(gpu_id)) is None
+
+
 def test_every_catalog_memory_type_has_a_figure() -> None:
     from llmco2.specs import gpu_catalog
 

@@ -12,6 +12,25 @@ from llmco2.specs.gpus import gpu_from_dict
 
 REQUIRED_GPUS = ["t4", "l4", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "b200", "gh200", "v100", "a10",
                  "l40s", "jetson-orin", "rk3588-npu"]
+# Further common accelerators with their sourced figures: (memory GB, bandwidth GB/s, dense bf16 TFLOP/s, TDP W).
+# Each number is quoted in the entry's [gpu.sources] (NVIDIA datasheets with sparse figures halved, the GA102/Ada
+# whitepapers with FP32 accumulate for GeForce, AMD ROCm docs / launch tables, Intel's Hot Chips 2024 deck).
+ADDED_GPUS = {
+    "a40": (48.0, 696.0, 149.7, 300.0),
+    "rtx-a6000": (48.0, 768.0, 154.8, 300.0),
+    "rtx-6000-ada": (48.0, 960.0, 364.0, 300.0),
+    "l40": (48.0, 864.0, 181.05, 300.0),
+    "a30": (24.0, 933.0, 165.0, 165.0),
+    "h100-nvl": (94.0, 3900.0, 835.5, 400.0),
+    "h20": (96.0, 4000.0, 148.0, 400.0),
+    "rtx-4090": (24.0, 1008.0, 165.2, 450.0),
+    "rtx-3090": (24.0, 936.0, 71.2, 350.0),
+    "mi250x": (128.0, 3200.0, 383.0, 560.0),
+    "mi300x": (192.0, 5300.0, 1307.4, 750.0),
+    "gaudi3": (128.0, 3670.0, 1835.0, 900.0),
+}
+# Vendors publish no die area for these packages, so their embodied carbon is unknown (like gaudi2's).
+NO_PUBLISHED_DIE_AREA = {"gaudi2", "gaudi3", "mi250x", "mi300x"}
 PAPER_MODELS = ["bloom-560m", "bloom-1b1", "bloom-1b7", "bloom-3b", "bloom-7b1", "gemma-2b", "gemma-7b", "gemma2-2b",
                 "gemma2-9b", "gemma2-27b", "qwen2-0.5b", "qwen2-1.5b", "qwen2-7b", "qwen2-72b", "llama3.1-8b",
                 "llama3.1-70b", "mixtral-8x7b"]
@@ -42,6 +61,49 @@ def test_required_discrete_gpus_have_die_area() -> None:
     for gpu in map(get_gpu, REQUIRED_GPUS):
         if gpu.form_factor not in ("module", "SoC"):
             assert gpu.die_area_mm2 and gpu.die_area_mm2 > 100, gpu.id
+
+
+@pytest.mark.parametrize("gpu_id", sorted(ADDED_GPUS))
+def test_added_gpus_match_their_sourced_figures(gpu_id: str) -> None:
+    gpu = get_gpu(gpu_id)
+    memory, bandwidth, bf16, tdp = ADDED_GPUS[gpu_id]
+    assert (gpu.id, gpu.memory_size_gb, gpu.memory_bandwidth_gb_s, gpu.tdp_w) == (gpu_id, memory, bandwidth, tdp)
+    assert gpu.peak_dense_tops["bf16"] == pytest.approx(bf16)
+    for key in ("memory_size_gb", "memory_bandwidth_gb_s", "tdp_w", "peak_dense_tops.bf16", "gpus_per_node", "release_year"):
+        assert "http" in gpu.sources[key], (gpu_id, key)
+    assert (gpu.die_area_mm2 is None) == (gpu_id in NO_PUBLISHED_DIE_AREA)
+    assert gpu.interconnect_bandwidth_gb_s > 0 and gpu.gpus_per_node > 1 and gpu.release_year >= 2020
+
+
+def test_added_gpus_dense_peaks_are_half_the_sparse_datasheet_figures() -> None:
+    # NVIDIA prints sparse tensor figures; the catalog keeps half of them.
+    assert get_gpu("h100-nvl").peak_dense_tops["fp16"] * 2 == pytest.approx(1671.0)
+    assert get_gpu("a40").peak_dense_tops["bf16"] * 2 == pytest.approx(299.4)
+    assert get_gpu("l40").peak_dense_tops["fp8"] * 2 == pytest.approx(724.0)
+    # GeForce: FP32-accumulate rate, half the FP16-accumulate one (Ada whitepaper: 330.3 with FP16 accumulate).
+    assert get_gpu("rtx-4090").peak_dense_tops["fp16"] * 2 == pytest.approx(330.4)
+    # AMD matrix figures are dense as published: MI300X FP8 is twice its FP16.
+    mi300x = get_gpu("mi300x").peak_dense_tops
+    assert mi300x["fp8"] == pytest.approx(2 * mi300x["fp16"], rel=1e-3)
+
+
+@pytest.mark.parametrize("alias, gpu_id", [
+    ("NVIDIA A40", "a40"), ("rtx a6000", "rtx-a6000"), ("A6000", "rtx-a6000"),
+    ("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada"), ("rtx 6000 ada", "rtx-6000-ada"), ("NVIDIA L40", "l40"),
+    ("l40", "l40"), ("l40s", "l40s"), ("NVIDIA A30", "a30"), ("NVIDIA H100 NVL", "h100-nvl"), ("h20", "h20"),
+    ("h200", "h200"), ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("rtx 4090", "rtx-4090"), ("RTX_3090", "rtx-3090"),
+    ("AMD Instinct MI250X", "mi250x"), ("AMD Instinct MI300X", "mi300x"), ("Intel Gaudi 3", "gaudi3"),
+    ("HL-325L", "gaudi3"),
+])
+def test_added_gpu_aliases(alias: str, gpu_id: str) -> None:
+    assert get_gpu(alias).id == gpu_id
+
+
+def test_added_gpus_close_matches() -> None:
+    with pytest.raises(UnknownIdError, match="did you mean.*rtx-4090"):
+        get_gpu("rtx-4080")
+    with pytest.raises(UnknownIdError, match="did you mean.*mi300x"):
+        get_gpu("mi300")
 
 
 def test_paper_table2_is_recorded_but_dense_peaks_are_used() -> None:

@@ -110,6 +110,23 @@ def test_shipped_checkpoint_predicts(capsys) -> None:
     assert doc["total"] > 0 and doc["operational"] > 0
 
 
+ADDED_GPU_IDS = ["a40", "rtx-a6000", "rtx-6000-ada", "l40", "a30", "h100-nvl", "h20", "rtx-4090", "rtx-3090", "mi250x",
+                 "mi300x", "gaudi3"]
+
+
+@pytest.mark.skipif(not default_checkpoint_path().is_file(), reason="no shipped checkpoint in this checkout")
+@pytest.mark.parametrize("gpu_id", ADDED_GPU_IDS)
+def test_shipped_checkpoint_predicts_on_added_gpus(gpu_id: str, capsys) -> None:
+    # gaudi3 (like gaudi2) publishes bf16 and fp8 peaks only, so the default fp16 needs --dtype.
+    dtype = ["--dtype", "bf16"] if gpu_id == "gaudi3" else []
+    code, out, err = run(["predict", "--model", "llama3.1-8b", "--gpu", gpu_id, "--batch-size", "1", "--prompt-tokens", "512",
+                          "--gen-tokens", "64", *dtype, "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["total"] > 0 and doc["operational"] > 0
+    assert (doc["embodied"] is None) == (gpu_id in ("mi250x", "mi300x", "gaudi3"))
+
+
 def test_latency_respects_the_power_limit(checkpoint: Path) -> None:
     from llmco2.carbon.footprint import predict_footprint
     from llmco2.models.predict import load_predictor

@@ -120,8 +120,15 @@ def trace_summary(frame: pd.DataFrame, assumptions: dict[str, Any]) -> dict[str,
 
 
 # -- which GPU emits least ---------------------------------------------------------------------------
+#: The data-centre GPUs compared by default. Left out: devices without an fp16 peak (gaudi2, gaudi3), those
+#: without a published die area (mi250x, mi300x), whose unknown embodied carbon would count as zero, and PCIe
+#: cards whose NVLink bridge joins only pairs (a30, a40, h100-pcie, h100-nvl), since the catalog's bridge figure
+#: would be applied to groups of up to a whole node.
+COMPARE_GPUS = ("t4", "l4", "a10", "l40", "l40s", "v100", "a100-40gb", "a100-80gb", "h100-sxm", "h20", "h200", "b200")
+
+
 def compare_hardware(model: str, batch_size: int, prompt_tokens: int, generated_tokens: int,
-                     gpus: tuple[str, ...] = ("t4", "l4", "a10", "l40s", "v100", "a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200"),
+                     gpus: tuple[str, ...] = COMPARE_GPUS,
                      gpu_counts: tuple[int, ...] = (1, 2, 4, 8), predictor: GNNPredictor | None = None,
                      **assumptions: Any) -> pd.DataFrame:
     """Every GPU type and count that can hold the request, sorted by total carbon."""
