@@ -122,7 +122,10 @@ def test_mlenergy_v3_real(shared_data) -> None:
     t = check_common(r, "mlenergy_v3", path)
     assert r.rows_read == 405
     assert r.dropped["multimodal task (image-chat)"] == 92 and r.dropped["multimodal task (video-chat)"] == 39
-    assert any("Llama-4" in reason for reason in r.dropped) and any("Nemotron" in reason for reason in r.dropped)
+    assert not any("Llama-4" in reason for reason in r.dropped)  # Scout and Maverick-FP8 resolve through the catalog
+    llama4 = t[t["model"].str.startswith("llama4")]
+    assert (llama4["model"] == "llama4-scout").sum() == 20 and (llama4["model"] == "llama4-maverick").sum() == 9
+    assert (llama4.loc[llama4["model"] == "llama4-maverick", "weight_bits"] == 8).all()
     assert r.rows_read - sum(r.dropped.values()) == len(t)
     assert set(t["weight_bits"]) == {16, 8, 4}
     assert (t.loc[t["model"].str.startswith("gpt-oss"), "weight_bits"] == 4).all()

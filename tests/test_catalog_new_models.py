@@ -1,0 +1,66 @@
+"""Large MoE, latent-attention and hybrid catalog entries: each loads and its computed total and
+active parameter counts match the publisher's figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmco2.data.importers.base import model_id as source_model_id
+from llmco2.specs.models import get_model
+
+# id, published total (B), published active (B), tolerance on total, tolerance on active
+NEW_MODELS = [
+    ("deepseek-v3", 671.0, 37.0, 0.03, 0.08),
+    ("kimi-k2", 1030.0, 32.0, 0.03, 0.08),
+    ("qwen3-coder-480b-a35b", 480.0, 35.0, 0.03, 0.08),
+    ("qwen3-next-80b-a3b", 80.0, 3.0, 0.03, 0.12),
+    ("llama4-scout", 109.0, 17.0, 0.03, 0.08),
+    ("llama4-maverick", 400.0, 17.0, 0.03, 0.08),
+]
+
+
+@pytest.mark.parametrize("model_id, total_b, active_b, tol_total, tol_active", NEW_MODELS)
+def test_new_model_counts(model_id: str, total_b: float, active_b: float, tol_total: float, tol_active: float) -> None:
+    arch = get_model(model_id)
+    assert arch.id == model_id and arch.sources.get("config") and arch.sources.get("active_params_b")
+    assert abs(arch.param_count() / 1e9 / total_b - 1) < tol_total, (model_id, arch.param_count())
+    assert abs(arch.active_param_count() / 1e9 / active_b - 1) < tol_active, (model_id, arch.active_param_count())
+    assert arch.active_params_b == pytest.approx(active_b)
+
+
+@pytest.mark.parametrize("alias, model_id", [
+    ("deepseek-ai/DeepSeek-R1", "deepseek-v3"), ("deepseek-r1-0528", "deepseek-v3"), ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3"),
+    ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"), ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
+    ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "qwen3-coder-480b-a35b"),
+    ("Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b"), ("Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3-next-80b-a3b"),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama4-scout"),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "llama4-maverick"),
+])
+def test_new_model_names_resolve(alias: str, model_id: str) -> None:
+    # source names resolve through aliases or hf_id, as the importers do
+    assert source_model_id(alias) == model_id
+
+
+def test_layer_mixes() -> None:
+    ds, kimi = get_model("deepseek-v3"), get_model("kimi-k2")
+    assert ds.is_mla and ds.num_moe_layers == 58 and kimi.num_moe_layers == 60
+    nxt = get_model("qwen3-next-80b-a3b")
+    assert nxt.num_attention_layers == 12 and nxt.num_linear_layers == 36 and nxt.active_params_excludes == "embeddings"
+    scout, mav = get_model("llama4-scout"), get_model("llama4-maverick")
+    assert scout.window_kind == mav.window_kind == "chunked" and scout.num_window_layers == 36
+    assert scout.num_moe_layers == 48 and mav.num_moe_layers == 24 and mav.dense_mlp_width == 16384
+
+
+@pytest.mark.parametrize("model_id, window, layers", [
+    ("gpt-oss-120b", 128, 18), ("gpt-oss-20b", 128, 12), ("gemma2-9b", 4096, 21), ("gemma3-27b", 1024, 52), ("mistral-7b", 4096, 32),
+])
+def test_banded_attention_entries(model_id: str, window: int, layers: int) -> None:
+    arch = get_model(model_id)
+    assert (arch.sliding_window, arch.num_window_layers) == (window, layers) and arch.sources.get("sliding_window")
+
+
+def test_gpt_oss_active_counts_leave_out_the_input_embedding() -> None:
+    for model_id in ("gpt-oss-20b", "gpt-oss-120b"):
+        arch = get_model(model_id)
+        assert arch.active_params_excludes == "input_embedding"
+        assert abs(arch.active_param_count() / 1e9 / arch.active_params_b - 1) < 0.02
