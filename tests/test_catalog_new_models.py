@@ -17,6 +17,7 @@ NEW_MODELS = [
     ("llama4-scout", 109.0, 17.0, 0.03, 0.08),
     ("llama4-maverick", 400.0, 17.0, 0.03, 0.08),
 ]
+DENSE_MODELS = [("mistral-large-2407", 123.0), ("codegemma-2b", 2.506), ("codegemma-7b", 8.538)]
 
 
 @pytest.mark.parametrize("model_id, total_b, active_b, tol_total, tol_active", NEW_MODELS)
@@ -28,6 +29,13 @@ def test_new_model_counts(model_id: str, total_b: float, active_b: float, tol_to
     assert arch.active_params_b == pytest.approx(active_b)
 
 
+@pytest.mark.parametrize("model_id, total_b", DENSE_MODELS)
+def test_new_dense_model_counts(model_id: str, total_b: float) -> None:
+    arch = get_model(model_id)
+    assert not arch.is_moe and arch.active_param_count() == arch.param_count()
+    assert abs(arch.param_count() / 1e9 / total_b - 1) < 0.03, (model_id, arch.param_count())
+
+
 @pytest.mark.parametrize("alias, model_id", [
     ("deepseek-ai/DeepSeek-R1", "deepseek-v3"), ("deepseek-r1-0528", "deepseek-v3"), ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3"),
     ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"), ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
@@ -35,6 +43,8 @@ def test_new_model_counts(model_id: str, total_b: float, active_b: float, tol_to
     ("Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b"), ("Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3-next-80b-a3b"),
     ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama4-scout"),
     ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "llama4-maverick"),
+    ("mistralai/Mistral-Large-Instruct-2407", "mistral-large-2407"), ("google/codegemma-1.1-2b", "codegemma-2b"),
+    ("google/codegemma-7b", "codegemma-7b"),
 ])
 def test_new_model_names_resolve(alias: str, model_id: str) -> None:
     # source names resolve through aliases or hf_id, as the importers do
