@@ -36,6 +36,12 @@ def test_new_dense_model_counts(model_id: str, total_b: float) -> None:
     assert abs(arch.param_count() / 1e9 / total_b - 1) < 0.03, (model_id, arch.param_count())
 
 
+def test_nemotron_nano_9b_v2_hybrid() -> None:
+    arch = get_model("nemotron-nano-9b-v2")
+    assert abs(arch.param_count() / 1e9 / 9.0 - 1) < 0.06 and arch.active_param_count() == arch.param_count()
+    assert (arch.num_mamba_layers, arch.num_attention_layers, arch.num_mlp_layers) == (27, 4, 25)
+
+
 @pytest.mark.parametrize("alias, model_id", [
     ("deepseek-ai/DeepSeek-R1", "deepseek-v3"), ("deepseek-r1-0528", "deepseek-v3"), ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3"),
     ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"), ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
@@ -44,7 +50,7 @@ def test_new_dense_model_counts(model_id: str, total_b: float) -> None:
     ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama4-scout"),
     ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "llama4-maverick"),
     ("mistralai/Mistral-Large-Instruct-2407", "mistral-large-2407"), ("google/codegemma-1.1-2b", "codegemma-2b"),
-    ("google/codegemma-7b", "codegemma-7b"),
+    ("google/codegemma-7b", "codegemma-7b"), ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", "nemotron-nano-9b-v2"),
 ])
 def test_new_model_names_resolve(alias: str, model_id: str) -> None:
     # source names resolve through aliases or hf_id, as the importers do
@@ -74,3 +80,13 @@ def test_gpt_oss_active_counts_leave_out_the_input_embedding() -> None:
         arch = get_model(model_id)
         assert arch.active_params_excludes == "input_embedding"
         assert abs(arch.active_param_count() / 1e9 / arch.active_params_b - 1) < 0.02
+
+
+@pytest.mark.parametrize("model_id, layers", [("gemma2-9b", 20), ("mistral-7b", 7), ("nemotron-nano-9b-v2", 10),
+                                              ("llama4-maverick", 3), ("qwen3-next-80b-a3b", 1)])
+def test_fewer_layers_keep_a_valid_layer_mix(model_id: str, layers: int) -> None:
+    base = get_model(model_id)
+    arch = base.with_overrides(num_layers=layers)  # validated on construction
+    assert arch.num_layers == layers and arch.num_window_layers <= arch.num_attention_layers
+    if base.num_window_layers == base.num_attention_layers:
+        assert arch.num_window_layers == arch.num_attention_layers

@@ -234,8 +234,29 @@ class ModelArch:
         return n
 
     def with_overrides(self, **changes: Any) -> ModelArch:
-        """A perturbed copy (validated), e.g. ``arch.with_overrides(num_layers=30)``."""
+        """A perturbed copy (validated), e.g. ``arch.with_overrides(num_layers=30)``. A new
+        ``num_layers`` rescales the layer-mix counts that are not given (windowed, dense, Mamba,
+        linear-attention, MLP-free and mixer-free layers) in proportion, so the mix is kept."""
+        n = changes.get("num_layers", self.num_layers)
+        if n != self.num_layers:
+            scaled = {name: min(n, round(getattr(self, name) * n / self.num_layers))
+                      for name in _LAYER_MIX if name not in changes and getattr(self, name)}
+            mixers = ("num_mamba_layers", "num_linear_layers", "num_mixer_free_layers")
+            while sum(scaled.get(m, getattr(self, m)) if m not in changes else changes[m] for m in mixers) > n:
+                m = max((m for m in mixers if scaled.get(m)), key=lambda m: scaled[m])
+                scaled[m] -= 1
+            changes = {**scaled, **changes}
+            if "num_window_layers" in scaled:
+                attention = n - sum(changes.get(m, getattr(self, m)) for m in mixers)
+                changes["num_window_layers"] = min(changes["num_window_layers"], attention)
+            if "num_dense_layers" in scaled:
+                mlp = n - changes.get("num_mlp_free_layers", self.num_mlp_free_layers)
+                changes["num_dense_layers"] = min(changes["num_dense_layers"], mlp)
         return replace(self, **changes)
+
+
+_LAYER_MIX = ("num_window_layers", "num_dense_layers", "num_mamba_layers", "num_linear_layers", "num_mlp_free_layers",
+              "num_mixer_free_layers")
 
 
 def _require(cond: bool, message: str, field_name: str) -> None:
