@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from llmco2.data.importers.base import model_id as source_model_id
-from llmco2.specs.models import get_model
+from llmco2.specs import get_model
 
 # id, published total (B), published active (B), tolerance on total, tolerance on active
 NEW_MODELS = [

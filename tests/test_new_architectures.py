@@ -95,7 +95,7 @@ def test_mamba_hybrid_parameters_by_hand() -> None:
     d, conv = 8 * 16, 8 * 16 + 2 * 2 * 32
     mamba = 64 * (d + conv + 8) + conv * (4 + 1) + 3 * 8 + d + d * 64
     attention = 64 * 64 + 2 * 64 * 32 + 64 * 64
-    mlp = 3 * 64 * 256
+    mlp = 2 * 64 * 256  # Nemotron-H MLP blocks: up and down projections, squared ReLU, no gate
     expected = 3 * mamba + attention + 2 * mlp + 6 * 2 * 64 + 2 * 1000 * 64 + 64
     assert arch.param_count() == expected
 

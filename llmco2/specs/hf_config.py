@@ -220,8 +220,12 @@ def arch_from_hf_config(cfg: dict[str, Any], model_id: str | None = None, approx
         activation = act_raw if act_raw in ACTIVATIONS else "gelu"
         if act_raw not in ACTIVATIONS:
             r.notes.append(f"approximated: activation {act_raw!r} counted as gelu")
+    if model_type == "nemotron_h":  # Nemotron-H MLP blocks: up and down with squared ReLU, no gate
+        act_raw = str(cfg.get("mlp_hidden_act", "relu2")).lower()
+        if act_raw in ("relu2", "relu"):
+            activation = "relu"
     norm = "layernorm" if model_type in _LAYERNORM_TYPES or "layer_norm_epsilon" in cfg and "rms_norm_eps" not in cfg else "rmsnorm"
-    gated = model_type not in _UNGATED_TYPES
+    gated = model_type not in _UNGATED_TYPES and model_type != "nemotron_h"
     if model_type == "bloom" or cfg.get("alibi"):
         pos = "alibi"
     elif model_type in _LEARNED_POS_TYPES:
