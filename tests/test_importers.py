@@ -107,7 +107,7 @@ def test_mlenergy_v2_real(shared_data) -> None:
     assert r.rows_read == 356 and r.dropped["multimodal task (mllm_text_generation)"] == 42
     assert r.rows_read - sum(r.dropped.values()) == len(t)
     assert (t["level"] == "steady_state").all() and (t["phase"] == "total").all() and t["prompt_tokens"].isna().all()
-    assert (t["engine"] == "vllm").all() and set(t["device"]) == {"a100-40gb", "h100-sxm"}
+    assert (t["engine"] == "vllm-v0").all() and set(t["device"]) == {"a100-40gb", "h100-sxm"}
     assert (t["num_devices"] == t["tensor_parallel"] * t["pipeline_parallel"]).all()
     # the '-pp1' model_dir rows are Mixtral-8x22B with PP 1
     src = pd.read_csv(path)

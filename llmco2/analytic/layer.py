@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from llmco2.analytic import kernels as K
 from llmco2.analytic.mixers import MIX_BOOLS, arch_mix_fields, mixed_layer_costs
 from llmco2.analytic.roofline import BOUNDS, RooflinePoint, roofline_point
-from llmco2.specs.engines import UNKNOWN_ENGINE, engine_id, engine_ids
+from llmco2.specs.engines import engine_level_index
 from llmco2.specs.gpus import GPU
 from llmco2.specs.models import ModelArch
 from llmco2.specs.requests import Request, validate_request
@@ -62,7 +62,6 @@ KERNELS: tuple[KernelSpec, ...] = (
 KERNEL_NAMES: tuple[str, ...] = tuple(k.name for k in KERNELS)
 KERNEL_KINDS: tuple[str, ...] = ("norm", "linear", "attention", "matmul", "softmax", "add", "router", "activation", "all_reduce")
 _SPEC = {k.name: k for k in KERNELS}
-_ENGINE_INDEX = {e: i for i, e in enumerate(engine_ids())}
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,7 @@ class LayerBatch:
     num_gpus: Array
     mem_capacity_bytes: Array
     tdp_w: Array
-    engine: Array  # index of the request's serving engine in llmco2.specs.engine_ids()
+    engine: Array  # index of the request's serving engine in llmco2.specs.engine_levels()
     # layer mix and special blocks (llmco2.analytic.mixers.arch_mix_fields): shares of layers,
     # window, MLA, Mamba-2 and gated-DeltaNet shapes; ``special`` false for a plain transformer
     special: NDArray[np.bool_]
@@ -204,7 +203,7 @@ def _kind_fields(req: Request) -> dict[str, Any]:
     return {
         "flash": req.flash_attention, "causal": req.causal,
         "w_bytes": req.weight_bytes, "a_bytes": req.activation_bytes, "kv_bytes": req.kv_bytes,
-        "engine": _ENGINE_INDEX.get(engine_id(req.engine), _ENGINE_INDEX[UNKNOWN_ENGINE]),
+        "engine": engine_level_index(req.engine),
     }
 
 

@@ -38,7 +38,7 @@ def add_serving_arguments(p: argparse.ArgumentParser) -> None:
                    help="mix prompt chunks with decodes (default) or prefill whole prompts in their own iterations")
     g.add_argument("--seed", type=int, default=0, help="seed of the background lengths and arrivals")
     g.add_argument("--no-calibration", action="store_true",
-                   help="skip the shipped correction fitted on ML.ENERGY v3 (applied only with the default checkpoint)")
+                   help="with --checkpoint (a learned cost model): skip the shipped correction fitted for the default checkpoint")
     if "--engine" not in p._option_string_actions:
         g.add_argument("--engine", default="vllm", help="serving engine id (vllm, sglang, tensorrt-llm, ...; default vllm)")
 
@@ -98,12 +98,15 @@ def run_serving(args: argparse.Namespace) -> int:
     engine = getattr(args, "engine", None) or "vllm"
     server_setup(args.model, args.gpu, args.gpus, args.tp, engine, args.dtype)  # fail on bad input before loading
     workload, mine = serving_workload(args, copies)
-    from llmco2.serving.calibration import shipped_calibration
+    checkpoint = getattr(args, "checkpoint", None)
+    calibration = None
+    if checkpoint and not args.no_calibration:
+        from llmco2.serving.calibration import shipped_calibration
 
-    calibration = None if args.no_calibration or getattr(args, "checkpoint", None) else shipped_calibration()
+        calibration = shipped_calibration()  # applied only where it belongs to the given checkpoint
     result = serve(args.model, args.gpu, workload, num_gpus=args.gpus, tp=args.tp, engine=engine, dtype=args.dtype,
                    max_batch=args.max_batch, max_batched_tokens=args.max_batched_tokens, chunked_prefill=args.chunked_prefill,
-                   predictor=load_predictor(getattr(args, "checkpoint", None)), region_id=args.region,
+                   predictor=load_predictor(checkpoint) if checkpoint else None, region_id=args.region,
                    carbon_intensity=args.carbon_intensity, pue_value=parse_pue(args.pue), lifetime_years=args.lifetime_years, calibration=calibration)
     rows = result.requests.iloc[mine]
     record = _record(args, copies, rows, result)
@@ -132,11 +135,12 @@ def _record(args: argparse.Namespace, copies: int, rows: Any, result: Any) -> di
                      "embodied": None if emb.isna().any() else float(emb.sum()), "total": float(rows["total_g"].sum())},
         "serving": {"load": {"concurrency": args.concurrency, "rate_per_s": args.rate},
                     "workload": result.assumptions["workload"],
-                    **{k: s[k] for k in ("requests", "j_per_output_token", "gpu_utilisation", "average_power_w",
+                    **{k: s[k] for k in ("requests", "j_per_output_token", "j_per_output_token_interval", "gpu_utilisation", "average_power_w",
                                          "mean_batch", "makespan_s", "preemptions", "ttft_s", "tpot_s")},
                     "limits": {k: server[k] for k in ("max_batch", "max_batched_tokens", "chunked_prefill",
                                                       "kv_capacity_tokens")},
-                    "idle_w": server["idle_w"], "idle_source": server["idle_source"], "calibration": server["calibration"]},
+                    "idle_w": server["idle_w"], "idle_source": server["idle_source"], "calibration": server["calibration"],
+                    "cost_model": server["cost_model"], "interval": server["interval"]},
         "assumptions": {k: v for k, v in result.assumptions.items() if k not in ("server", "workload")},
     }
 
@@ -168,7 +172,10 @@ def _print(record: dict[str, Any]) -> None:
         extra = " and decode-step latency" if cal.get("decode_latency") else ""
         console.print(f"calibration: busy energy x {cal['factor']:.3g}{extra}, fitted on {cal['rows']} ML.ENERGY v3 H100 rows")
     else:
-        console.print("calibration: none (raw simulation)")
+        console.print(f"cost model: {sv['cost_model']}, no correction")
+    if sv.get("j_per_output_token_interval"):
+        lo, hi = sv["j_per_output_token_interval"]
+        console.print(f"J per output token, 10-90% interval: {lo:.3g} - {hi:.3g} ({sv['interval']})")
     a = record["assumptions"]
     console.print(f"assumptions: grid {a['grid']['g_co2eq_per_kwh']:g} g/kWh ({a['grid']['region'] or 'user value'}), "
                   f"PUE {a['pue']['value']:g}, GPU lifetime {a['lifetime_years']:g} years")

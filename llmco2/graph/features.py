@@ -23,10 +23,11 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import KERNEL_NAMES, KERNELS, PHASES, LayerAnalysis, layer_edges
 from llmco2.analytic.model import ModelTotals
-from llmco2.specs.engines import engine_ids
+from llmco2.specs.engines import engine_levels
 
-#: Levels of the categorical serving-engine feature (catalog order, ``unknown`` included).
-ENGINE_LEVELS: tuple[str, ...] = tuple(engine_ids())
+#: Levels of the categorical serving-engine feature (catalog order, ``unknown`` included; a version of
+#: another engine's software takes that engine's level, see ``feature_level`` in engines.toml).
+ENGINE_LEVELS: tuple[str, ...] = tuple(engine_levels())
 
 #: Bump whenever a feature is added, removed, reordered or computed differently.
 FEATURE_SCHEMA_VERSION = 2  # 2: serving-engine one-hot globals

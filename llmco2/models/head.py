@@ -33,7 +33,7 @@ from llmco2.models.intervals import IntervalCalibration
 from llmco2.models.physics import Item, PhaseInputs, PhysicsPrior, cached_engine_id, gpu_engine_codes
 from llmco2.models.physics import device_group as gpu_group
 from llmco2.models.targets import MIN_PRIOR_J, EnergyTarget
-from llmco2.specs import UNKNOWN_ENGINE, engine_ids
+from llmco2.specs import UNKNOWN_ENGINE, engine_level_index, engine_levels
 
 
 @dataclass
@@ -186,8 +186,8 @@ class OutputHead:
         seen = self.domain.get("engines")
         if not seen:
             return analysis
-        levels = list(engine_ids())
-        known = np.array([levels.index(e) for e in seen if e in levels], dtype=np.float64)
+        levels = list(engine_levels())
+        known = np.array([engine_level_index(e) for e in seen], dtype=np.float64)
         index = analysis.batch.engine
         unseen = ~np.isin(index, known)
         if not unseen.any():

@@ -120,18 +120,28 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
           calibration: Calibration | None = None) -> ServingResult:
     """Simulate ``workload`` on ``num_gpus`` x ``gpu`` serving ``model`` with ``engine``.
 
-    ``cost`` defaults to a :class:`GridCostModel` of the default (or given) predictor;
-    ``energy_scale`` multiplies every iteration's energy. ``calibration`` (see
-    :mod:`llmco2.serving.calibration`) scales the busy energy by its factor at the simulated
-    steady-state mean batch, the GPU count and the mean output length.
+    ``cost`` defaults to a :class:`GridCostModel` of the step physics with the shipped constants
+    (:mod:`llmco2.serving.physics_params`), or of ``predictor`` when one is given (a learned
+    checkpoint's per-request predictions on the grid); ``energy_scale`` multiplies every
+    iteration's energy. ``calibration`` (see :mod:`llmco2.serving.calibration`; only with a
+    ``predictor``) scales the busy energy by its factor at the simulated steady-state mean batch,
+    the GPU count and the mean output length. The summary's ``j_per_output_token_interval`` is the
+    physics' 10-90% interval (wider for a GPU or model family its fit has not seen).
     """
     from llmco2.carbon.footprint import resolve_assumptions
 
     arch, dev, req = server_setup(model, gpu, num_gpus, tp, engine, dtype)
     memory = memory_budget(arch, dev, req)
     idle_w, idle_source = idle_power_w(dev, num_gpus)
-    if cost is None:
+    physics = cost is None and predictor is None
+    if physics:
+        from llmco2.serving.physics_params import shipped_params
+
+        cost = GridCostModel.from_physics(arch, dev, req, shipped_params(), idle_w=idle_w, energy_scale=energy_scale)
+    elif cost is None:
         cost = GridCostModel.from_predictor(arch, dev, req, predictor, idle_w=idle_w, energy_scale=energy_scale)
+    if physics:
+        calibration = None
     if calibration is not None and calibration.latency_coef and isinstance(cost, GridCostModel):
         cost = dataclasses.replace(cost, num_gpus=num_gpus, decode_time_coef=calibration.latency_coef,
                                    batch_range=calibration.batch_range)
@@ -147,6 +157,12 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
     assume = resolve_assumptions([dev], region_id, carbon_intensity, pue_value, lifetime_years, engine=req.engine)
     frame = request_frame(schedule, dev, num_gpus, assume)
     summary = summarise(schedule)
+    interval, interval_kind = None, "none (a learned checkpoint's simulation)"
+    if physics:
+        from llmco2.serving.physics_params import j_per_token_interval
+
+        interval, interval_kind = j_per_token_interval(summary["j_per_output_token"], dev.id, arch.id)
+    summary["j_per_output_token_interval"] = interval
     summary["operational_g"] = float(frame["operational_g"].sum())
     summary["embodied_g"] = float(frame["embodied_g"].sum()) if frame["embodied_g"].notna().all() else None
     summary["g_per_output_token"] = float(frame["total_g"].sum()) / summary["output_tokens"]
@@ -156,6 +172,7 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
                           "kv_capacity_tokens": int(memory["kv_capacity_tokens"]),
                           "weight_gb_per_gpu": memory["weight_bytes_per_gpu"] / 1e9,
                           "idle_w": idle_w, "idle_source": idle_source, "energy_scale": energy_scale,
-                          "calibration": applied},
+                          "calibration": applied, "cost_model": "step physics" if physics else "learned checkpoint",
+                          "interval": interval_kind},
                   workload=workload.description)
     return ServingResult(frame, summary, schedule, assume)

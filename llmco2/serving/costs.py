@@ -147,6 +147,25 @@ class GridCostModel:
                    (fp.decode_j / DECODE_PROBE).reshape(shape), (fp.decode_latency_s / DECODE_PROBE).reshape(shape),
                    idle_w, gpu.tdp_w * request.num_gpus, energy_scale)
 
+    @classmethod
+    def from_physics(cls, arch: ModelArch, gpu: GPU, request: Request, params: Any, idle_w: float | None = None,
+                     energy_scale: float = 1.0) -> GridCostModel:
+        """The step physics (:mod:`llmco2.models.step_physics`, constants ``params``) on the grid."""
+        from llmco2.models.step_physics import step_cost, step_shapes
+
+        max_ctx = max(arch.max_context - DECODE_PROBE - 1, CONTEXT_GRID[0])
+        contexts = sorted({c for c in CONTEXT_GRID if c < max_ctx} | {max_ctx})
+        shape = (len(BATCH_GRID), len(contexts))
+        pre = [(arch, request.replace(batch_size=b, prompt_tokens=c, generated_tokens=1), gpu) for b in BATCH_GRID for c in contexts]
+        dec = [(arch, request.replace(batch_size=b, prompt_tokens=c, generated_tokens=DECODE_PROBE + 1), gpu)
+               for b in BATCH_GRID for c in contexts]
+        p = step_cost(step_shapes(pre, "prefill"), params)
+        d = step_cost(step_shapes(dec, "decode", float(DECODE_PROBE)), params)
+        if idle_w is None:
+            idle_w = idle_power_w(gpu, request.num_gpus)[0]
+        return cls(np.array(BATCH_GRID, float), np.array(contexts, float), p.energy_j.reshape(shape), p.time_s.reshape(shape),
+                   d.energy_j.reshape(shape), d.time_s.reshape(shape), idle_w, gpu.tdp_w * request.num_gpus, energy_scale)
+
     def _lookup(self, table: str, batch: float, context: Array) -> tuple[Array, Array]:
         """Interpolated (J, s) at one batch size and many contexts (held at the grid's edges)."""
         le, lt = self._tables[table]

@@ -1,7 +1,17 @@
 """Typed catalogs: GPUs, LLM architectures, inference requests (the first stage)."""
 
 from llmco2.specs.dtypes import DTYPE_BITS, DTYPE_BYTES, canonical_dtype, dtype_bytes
-from llmco2.specs.engines import DEFAULT_ENGINE, UNKNOWN_ENGINE, Engine, engine_catalog, engine_id, engine_ids, get_engine
+from llmco2.specs.engines import (
+    DEFAULT_ENGINE,
+    UNKNOWN_ENGINE,
+    Engine,
+    engine_catalog,
+    engine_id,
+    engine_ids,
+    engine_level_index,
+    engine_levels,
+    get_engine,
+)
 from llmco2.specs.gpus import GPU, get_gpu, gpu_catalog
 from llmco2.specs.hf_config import arch_from_hf_config, get_model, load_hf_config
 from llmco2.specs.models import ModelArch, model_catalog
@@ -20,6 +30,8 @@ __all__ = [
     "canonical_dtype",
     "dtype_bytes",
     "engine_catalog",
+    "engine_level_index",
+    "engine_levels",
     "engine_id",
     "engine_ids",
     "get_engine",

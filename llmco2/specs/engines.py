@@ -20,7 +20,7 @@ from llmco2.specs.toml_cache import loads_toml
 UNKNOWN_ENGINE = "unknown"
 DEFAULT_ENGINE = "vllm"
 _FIELDS = {"id", "name", "aliases", "cuda_graphs", "continuous_batching", "launch_overhead_us", "step_overhead_ms",
-           "sequence_overhead_us", "sources"}
+           "sequence_overhead_us", "feature_level", "sources"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class Engine:
         step_overhead_ms: prior framework cost per step outside the kernels (milliseconds).
         sequence_overhead_us: prior host cost per sequence of a step (scheduling, sampling and
             output processing of each sequence; microseconds).
+        feature_level: another engine whose level of the network's categorical input this one
+            takes (empty: its own).
     """
 
     id: str
@@ -46,7 +48,14 @@ class Engine:
     launch_overhead_us: float = 8.0
     step_overhead_ms: float = 1.5
     sequence_overhead_us: float = 10.0
+    feature_level: str = ""
     sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def level(self) -> str:
+        """The level of the learned network's categorical engine input this engine takes: its own
+        id, or ``feature_level`` for a version of another engine's software."""
+        return self.feature_level or self.id
 
 
 def _load(text: str) -> list[Engine]:
@@ -58,6 +67,8 @@ def _load(text: str) -> list[Engine]:
         for key in ("launch_overhead_us", "step_overhead_ms", "sequence_overhead_us"):
             if key not in raw.get("sources", {}):
                 raise ValueError(f"engine {raw['id']!r}: {key} has no source")
+        if raw.get("feature_level") and raw["feature_level"] not in {r["id"] for r in loads_toml(text, "engines")["engine"]}:
+            raise ValueError(f"engine {raw['id']!r}: feature_level {raw['feature_level']!r} is not a catalog id")
         out.append(Engine(**{**raw, "aliases": tuple(raw.get("aliases", ()))}))
     return out
 
@@ -72,6 +83,23 @@ def engine_catalog() -> Catalog[Engine]:
 def engine_ids() -> list[str]:
     """Catalog ids in file order (``unknown`` last); the categorical levels of the model input."""
     return engine_catalog().ids
+
+
+def engine_levels() -> list[str]:
+    """Levels of the learned network's categorical engine input: catalog ids that are their own
+    level, in file order (``unknown`` last)."""
+    return [e.id for e in engine_catalog() if not e.feature_level]
+
+
+def engine_level_index(name: object) -> int:
+    """Index into :func:`engine_levels` of the engine ``name`` (``unknown`` for a name the catalog lacks)."""
+    return _level_index()[engine_id(name)]
+
+
+@functools.cache
+def _level_index() -> dict[str, int]:
+    levels = engine_levels()
+    return {e.id: levels.index(e.level) for e in engine_catalog()}
 
 
 def get_engine(name: str | None) -> Engine:

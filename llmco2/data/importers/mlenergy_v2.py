@@ -4,7 +4,10 @@ A row is a (model, GPU, TP, PP, batch cap) run of a loaded vLLM server: energy p
 (all GPUs, measured with Zeus from NVML energy counters), the average number of output tokens
 and the average running batch. Phase ``total`` (prefill folded in), level ``steady_state``
 (``energy_j`` per request), ``batch_size`` = average batch, ``generated_tokens`` = average
-output tokens, ``prompt_tokens`` null (ShareGPT prompts, lengths not recorded), engine ``vllm``.
+output tokens, ``prompt_tokens`` null (ShareGPT prompts, lengths not recorded), engine ``vllm-v0``:
+the leaderboard's v2 data was collected in 2024, before vLLM's V1 engine was first released (January
+2025, vLLM blog "vLLM V1: A Major Upgrade to vLLM's Core Architecture") and with whole prefills,
+V0's default.
 Weights and KV cache are 16-bit (vLLM ``dtype=auto`` on the bf16/fp16 checkpoints).
 
 * ``task_type == mllm_text_generation`` rows (image + text prompts to LLaVA, Chameleon,
@@ -72,7 +75,7 @@ def import_mlenergy_v2(path: Path) -> ImportResult:
         "num_devices": gpus,
         "tensor_parallel": tp,
         "pipeline_parallel": pp,
-        "engine": "vllm",
+        "engine": "vllm-v0",
         "model": models,
         **{c: arch[c] for c in ARCH_FIELDS},
         "weight_bits": 16,

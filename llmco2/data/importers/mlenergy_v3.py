@@ -3,7 +3,9 @@ at steady state on H100.
 
 As v2: phase ``total``, level ``steady_state``, ``energy_j`` = energy per request,
 ``generated_tokens`` = average output length, ``batch_size`` = average batch, prompt null,
-engine ``vllm``, Zeus/NVML energy.
+engine ``vllm`` (the V1 engine: the benchmark's
+README runs the server image ``vllm/vllm-openai:v0.11.1``, a release without the V0 engine; the
+data was released in December 2025), Zeus/NVML energy.
 
 * Text tasks only (``gpqa``, ``lm-arena-chat``, ``sourcegraph-fim``): ``image-chat`` and
   ``video-chat`` rows are dropped and counted under ``multimodal task (<task>)``.

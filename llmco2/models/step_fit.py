@@ -1,0 +1,107 @@
+"""Fit the constants of :mod:`llmco2.models.step_physics` on measurements (training side; SciPy).
+
+Every observation is a predicted quantity next to its measurement: J per output token, a latency
+(median inter-token latency, mean time per output token) or an average power, of a serving steady
+state (:mod:`llmco2.serving.steady`) or of an isolated run. The fit minimises a robust loss
+(pseudo-Huber, :data:`ROBUST_SCALE`) of log(predicted / measured) over all of them at once, each group of rows
+(e.g. "v2 J per token", "v3 power") weighing the same whatever its size, so that GPU-independent
+constants (achieved fractions of the peaks, kernel gap, power activities) are pinned by the
+measurements of every GPU and engine together. Engine overheads are fitted for the engines named
+in ``fit_engines``; every other engine keeps its catalog priors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import least_squares
+
+from llmco2.models.step_physics import EngineOverhead, StepParams
+
+log = logging.getLogger(__name__)
+Array = NDArray[np.float64]
+
+#: (name, lower, upper) of the fitted global constants; ``log`` ones are fitted in log space.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "eta_compute": (0.2, 1.0), "eta_memory": (0.3, 1.0), "kernel_gap_s": (0.2e-6, 20e-6),
+    "collective_s": (2e-6, 200e-6), "power_base": (0.0, 0.8), "power_compute": (0.5, 1.5), "power_memory": (0.0, 1.5),
+}
+# power_compute >= 0.5: a GPU whose arithmetic units are busy all the time draws at least half of its
+# dynamic range (dense GEMMs run data-centre GPUs at their power limit); serving rows are mostly
+# memory-bound decode and cannot pin it, so without this bound a fit may assign all power to memory
+# traffic, which would make compute-bound steps on another GPU draw too little.
+ENGINE_BOUNDS = {"step_s": (0.05e-3, 50e-3), "sequence_s": (0.5e-6, 2e-3)}
+#: Scale of the pseudo-Huber loss on log errors: quadratic below about 10%, linear beyond.
+ROBUST_SCALE = 0.1
+LOG_SCALE = {"kernel_gap_s", "collective_s", "step_s", "sequence_s"}
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A group of measured values and the function that predicts them from the constants."""
+
+    name: str
+    measured: Array
+    predict: Callable[[StepParams], Array]
+    weight: float = 1.0
+
+
+def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str]) -> tuple[Array, Array, Array]:
+    x, lo, hi = [], [], []
+    for n in names:
+        v, (a, b) = getattr(p, n), BOUNDS[n]
+        v = min(max(v, a * 1.0001), b * 0.9999)
+        x.append(np.log(v) if n in LOG_SCALE else v)
+        lo.append(np.log(a) if n in LOG_SCALE else a)
+        hi.append(np.log(b) if n in LOG_SCALE else b)
+    for e in engines:
+        oh = p.engine(e)
+        for f, (a, b) in ENGINE_BOUNDS.items():
+            x.append(np.log(min(max(getattr(oh, f), a * 1.0001), b * 0.9999)))
+            lo.append(np.log(a))
+            hi.append(np.log(b))
+    return np.array(x), np.array(lo), np.array(hi)
+
+
+def _unpack(x: Array, base: StepParams, names: Sequence[str], engines: Sequence[str]) -> StepParams:
+    kw = {n: float(np.exp(x[i]) if n in LOG_SCALE else x[i]) for i, n in enumerate(names)}
+    eng = dict(base.engines)
+    j = len(names)
+    for e in engines:
+        oh = base.engine(e)
+        eng[e] = EngineOverhead(float(np.exp(x[j])), float(np.exp(x[j + 1])), oh.launch_s, oh.cuda_graphs)
+        j += 2
+    return StepParams(**{**{k: getattr(base, k) for k in ("eta_network",)}, **{k: getattr(base, k) for k in BOUNDS}, **kw},
+                      engines=eng, source=base.source)
+
+
+def fit_step_params(observations: Sequence[Observation], fit_engines: Sequence[str], base: StepParams | None = None,
+                    names: Sequence[str] = tuple(BOUNDS), source: str = "") -> tuple[StepParams, dict[str, float]]:
+    """Fitted constants and, per observation group, the median absolute percentage error after the fit."""
+    base = base or StepParams()
+    obs = [o for o in observations if len(o.measured)]
+    if not obs:
+        raise ValueError("no observations to fit the step physics on")
+    x0, lo, hi = _pack(base, names, fit_engines)
+
+    def residuals(x: Array) -> Array:
+        p = _unpack(x, base, names, fit_engines)
+        parts = []
+        for o in obs:
+            pred = np.maximum(o.predict(p), 1e-12)
+            r = np.log(pred / o.measured)
+            r = np.where(np.isfinite(r), r, 5.0)
+            robust = np.sign(r) * ROBUST_SCALE * np.sqrt(2.0 * (np.sqrt(1.0 + (r / ROBUST_SCALE) ** 2) - 1.0))
+            parts.append(robust * np.sqrt(o.weight / len(o.measured)))
+        return np.concatenate(parts)
+
+    res = least_squares(residuals, x0, bounds=(lo, hi), max_nfev=400)
+    fitted = _unpack(res.x, base, names, fit_engines)
+    fitted = replace(fitted, source=source or fitted.source)
+    report = {o.name: float(np.median(np.abs(o.predict(fitted) / o.measured - 1.0)) * 100) for o in obs}
+    log.info("step physics fit: %s", ", ".join(f"{k} {v:.1f}%" for k, v in report.items()))
+    return fitted, report

@@ -1,0 +1,208 @@
+"""Physical cost of one engine iteration (a prefill, a decode step or a mixed step), NumPy only.
+
+The same formulas hold on every GPU; the hardware enters only through catalog numbers (peak rate of
+the compute dtype, memory and interconnect bandwidth, power limit, idle power), the engine through
+its host overheads. Per GPU, for each kernel ``k`` of the layer DAG (times the layers) and of the
+embedding / final norm / LM head:
+
+* ``t_k = max(C_k / eta_compute, M_k / eta_memory) + kernel_gap`` with ``C_k`` = operations / peak
+  rate and ``M_k`` = bytes / memory bandwidth (s): a kernel runs at a fixed achieved fraction of
+  whichever peak binds it, plus a fixed gap (launch tail, synchronisation) per kernel;
+* every tensor-parallel all-reduce costs ``collective latency + bytes / (eta_network x link)``;
+* ``t_gpu = sum_k t_k`` and, with CUDA graphs, ``t = t_gpu + step + seqs x per_sequence``; an
+  engine that launches kernels from the host (no graphs) waits for the slower of the two:
+  ``t = max(t_gpu, kernels x launch) + step + seqs x per_sequence`` (the engine's overheads, s);
+* power per GPU: ``idle + (limit - idle) x clip(base + a_c x u_c + a_m x u_m, 0, 1)`` with
+  ``u_c = sum C_k / t`` and ``u_m = sum M_k / t`` the shares of the step that the arithmetic units and
+  the memory system would be busy at their peaks (W); energy = power x t x GPUs (J).
+
+Parameters (:class:`StepParams`) are fitted jointly on isolated and serving measurements
+(:mod:`llmco2.models.step_fit`); an unseen GPU is predicted by the same formulas from its catalog
+entry, never from a median of fitted per-GPU constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmco2.analytic.layer import KERNEL_NAMES, LayerBatch, analyze_layers
+from llmco2.analytic.model import head_costs
+from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id
+
+Array = NDArray[np.float64]
+Item = tuple[ModelArch, Request, GPU]
+#: Idle power as a fraction of the power limit where the catalog has none: 120 W of 700 W read with
+#: NVML on an idle H100 SXM holding a model (``../shared/data/h100_hf/README.md``).
+IDLE_FRACTION_OF_TDP = 120.0 / 700.0
+HEAD_KERNELS = ("embedding", "final_norm", "lm_head")
+SLOTS = (*KERNEL_NAMES, *HEAD_KERNELS)
+
+
+@dataclass(frozen=True)
+class EngineOverhead:
+    """Host costs of one engine (s): per step, per sequence of a step and per launched kernel."""
+
+    step_s: float
+    sequence_s: float
+    launch_s: float
+    cuda_graphs: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step_s": self.step_s, "sequence_s": self.sequence_s, "launch_s": self.launch_s, "cuda_graphs": self.cuda_graphs}
+
+
+def catalog_overhead(engine: str) -> EngineOverhead:
+    """The catalog priors of ``engine`` (``llmco2/specs/data/engines.toml``)."""
+    e = engine_catalog().get(engine_id(engine))
+    return EngineOverhead(e.step_overhead_ms * 1e-3, e.sequence_overhead_us * 1e-6, e.launch_overhead_us * 1e-6, e.cuda_graphs)
+
+
+@dataclass(frozen=True)
+class StepParams:
+    """The shared physical constants of :mod:`llmco2.models.step_physics` and per-engine overheads.
+    Engines absent from ``engines`` take their catalog priors."""
+
+    eta_compute: float = 0.6
+    eta_memory: float = 0.8
+    kernel_gap_s: float = 3e-6
+    collective_s: float = 10e-6
+    eta_network: float = 0.7
+    power_base: float = 0.2
+    power_compute: float = 0.6
+    power_memory: float = 0.4
+    engines: dict[str, EngineOverhead] = field(default_factory=dict)
+    source: str = "defaults"
+
+    def engine(self, name: str) -> EngineOverhead:
+        eid = engine_id(name)
+        return self.engines.get(eid) or catalog_overhead(eid)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in GLOBAL_PARAMS}
+        return {**out, "engines": {k: v.to_dict() for k, v in sorted(self.engines.items())}, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> StepParams:
+        engines = {k: EngineOverhead(float(v["step_s"]), float(v["sequence_s"]), float(v["launch_s"]), bool(v["cuda_graphs"]))
+                   for k, v in raw.get("engines", {}).items()}
+        return cls(**{k: float(raw[k]) for k in GLOBAL_PARAMS}, engines=engines, source=str(raw.get("source", "")))
+
+    def with_values(self, **kw: float) -> StepParams:
+        return replace(self, **kw)
+
+
+GLOBAL_PARAMS = ("eta_compute", "eta_memory", "kernel_gap_s", "collective_s", "eta_network", "power_base",
+                 "power_compute", "power_memory")
+
+
+@dataclass(frozen=True)
+class StepShapes:
+    """Per-GPU work of ``n`` iterations, per kernel slot (``[n, len(SLOTS)]``, seconds at the peaks,
+    kernels of the layer already multiplied by the layers) and what the overheads need."""
+
+    compute_s: Array
+    memory_s: Array
+    network_s: Array
+    weight_s: Array  # the weight-streaming part of memory_s
+    kernels: Array  # [n] kernels per step (all slots present, layers counted)
+    collectives: Array  # [n] all-reduces per step
+    sequences: Array  # [n] sequences in the step
+    num_gpus: Array
+    tdp_w: Array
+    idle_w: Array
+    engines: list[str]
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def take(self, idx: NDArray[np.int64]) -> StepShapes:
+        eng = [self.engines[i] for i in np.asarray(idx).tolist()]
+        return StepShapes(self.compute_s[idx], self.memory_s[idx], self.network_s[idx], self.weight_s[idx], self.kernels[idx],
+                          self.collectives[idx], self.sequences[idx], self.num_gpus[idx], self.tdp_w[idx], self.idle_w[idx], eng)
+
+    def merged(self, other: StepShapes) -> StepShapes:
+        """One iteration doing the work of both (a chunked-prefill step: a prefill and a decode
+        step in one forward pass): operations and activation traffic add, the weights stream once."""
+        shared = np.minimum(self.weight_s, other.weight_s)
+        return StepShapes(self.compute_s + other.compute_s, self.memory_s + other.memory_s - shared,
+                          self.network_s + other.network_s, np.maximum(self.weight_s, other.weight_s),
+                          np.maximum(self.kernels, other.kernels), np.maximum(self.collectives, other.collectives),
+                          self.sequences + other.sequences, self.num_gpus, self.tdp_w, self.idle_w, self.engines)
+
+
+def idle_power_w(gpu: GPU) -> float:
+    """Idle power of one GPU (W): catalog ``idle_power_w``, else :data:`IDLE_FRACTION_OF_TDP` x limit."""
+    return float(gpu.idle_power_w) if gpu.idle_power_w is not None else IDLE_FRACTION_OF_TDP * float(gpu.tdp_w)
+
+
+def step_shapes(items: Sequence[Item], phase: str, steps: Array | float = 1.0) -> StepShapes:
+    """Per-step work of each request's ``phase`` (``"prefill"``: one step; ``"decode"``: the phase
+    divided by ``steps``, the number of decode steps it holds, ``generated - 1``)."""
+    b = LayerBatch.from_items(list(items), validate=False)
+    a = analyze_layers(b)
+    heads = head_costs(b, phase)
+    n, k = len(b), len(SLOTS)
+    comp, mem, net, wt = np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k))
+    for j, name in enumerate(KERNEL_NAMES):
+        c = a.costs[phase][name]
+        present = a.present[name]
+        comp[:, j] = np.where(present, c.ops, 0.0) * b.layers / b.peak_ops_per_s
+        mem[:, j] = np.where(present, c.mem_bytes, 0.0) * b.layers / b.mem_bw_bytes_per_s
+        net[:, j] = np.where(present, c.net_bytes, 0.0) * b.layers / np.maximum(b.net_bw_bytes_per_s, 1.0)
+        wt[:, j] = np.where(present, c.weight_bytes, 0.0) * b.layers / b.mem_bw_bytes_per_s
+    for j, name in enumerate(HEAD_KERNELS, start=len(KERNEL_NAMES)):
+        comp[:, j] = heads[name].ops / b.peak_ops_per_s
+        mem[:, j] = heads[name].mem_bytes / b.mem_bw_bytes_per_s
+        wt[:, j] = heads[name].weight_bytes / b.mem_bw_bytes_per_s
+    s = np.broadcast_to(np.asarray(steps, dtype=np.float64), (n,))
+    per_layer = np.sum([a.present[name].astype(np.float64) for name in KERNEL_NAMES], axis=0)
+    collectives = np.sum([a.present[name].astype(np.float64) for name in KERNEL_NAMES if name.startswith("all_reduce")], axis=0)
+    gpus = [g for _, _, g in items]
+    engines = [engine_id(r.engine) for _, r, _ in items]
+    return StepShapes(comp / s[:, None], mem / s[:, None], net / s[:, None], wt / s[:, None], per_layer * b.layers + len(HEAD_KERNELS),
+                      collectives * b.layers, b.batch.astype(np.float64), b.num_gpus.astype(np.float64),
+                      b.tdp_w.astype(np.float64), _idle_of(gpus), engines)
+
+
+def _idle_of(gpus: Sequence[GPU]) -> Array:
+    """Idle power of each row's GPU, computed once per distinct GPU object."""
+    seen: dict[int, float] = {}
+    return np.array([seen.setdefault(id(g), idle_power_w(g)) for g in gpus], dtype=np.float64)
+
+
+def overhead_arrays(engines: Sequence[str], params: StepParams) -> tuple[Array, Array, Array, NDArray[np.bool_]]:
+    """Per-row step, per-sequence and per-kernel host overheads (s) and whether the engine uses CUDA graphs."""
+    table = {e: params.engine(e) for e in set(engines)}
+    rows = [table[e] for e in engines]
+    return (np.array([r.step_s for r in rows]), np.array([r.sequence_s for r in rows]),
+            np.array([r.launch_s for r in rows]), np.array([r.cuda_graphs for r in rows], dtype=bool))
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Latency (s), energy of all GPUs (J) and power of all GPUs (W) of each iteration."""
+
+    time_s: Array
+    energy_j: Array
+    power_w: Array
+    gpu_time_s: Array
+
+
+def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array, NDArray[np.bool_]] | None = None) -> StepCost:
+    """:class:`StepCost` of the iterations ``x`` under the constants ``p`` (see the module docstring)."""
+    step, per_seq, launch, graphs = overheads if overheads is not None else overhead_arrays(x.engines, p)
+    kernel = np.maximum(x.compute_s / p.eta_compute, x.memory_s / p.eta_memory)
+    t_gpu = (kernel.sum(axis=1) + p.kernel_gap_s * x.kernels + x.collectives * p.collective_s + x.network_s.sum(axis=1) / p.eta_network)
+    t_host = np.where(graphs, 0.0, x.kernels * launch)
+    t = np.maximum(t_gpu, t_host) + step + per_seq * x.sequences
+    u_c = x.compute_s.sum(axis=1) / t
+    u_m = x.memory_s.sum(axis=1) / t
+    level = np.clip(p.power_base + p.power_compute * u_c + p.power_memory * u_m, 0.0, 1.0)
+    power = x.num_gpus * (x.idle_w + (x.tdp_w - x.idle_w) * level)
+    return StepCost(t, power * t, power, t_gpu)
+

@@ -1,0 +1,144 @@
+"""ML.ENERGY steady-state rows as servers to simulate, and as observations to fit the step physics on.
+
+Every imported text row of ML.ENERGY v2 (2024, vLLM V0: A100-40GB, H100) and v3 (2025, vLLM V1:
+H100) is a vLLM server at a batch cap (``max_num_seqs``) kept full by a queue of requests. Lengths:
+ML.ENERGY does not publish prompt lengths, so prompts are drawn from the Azure conv trace for
+chat-like tasks (v2 ``chat`` = ShareGPT, v3 ``lm-arena-chat`` and ``gpqa``) and from the Azure code
+trace for code tasks (v2 ``code``, v3 ``sourcegraph-fim``); output lengths are the same trace's
+output distribution rescaled to the row's published mean output length. Whole prefills for V0
+(its default), chunked prefill for V1.
+
+Observables: J per output token (every row); v2 the mean time per output token (``avg_tpot_s``);
+v3 the median inter-token latency (``median_itl_ms``) and the average power of all GPUs
+(``avg_power_w``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from llmco2.errors import InvalidInputError
+from llmco2.models.step_fit import Observation
+from llmco2.models.step_physics import StepParams, StepShapes, overhead_arrays
+from llmco2.serving.costs import memory_budget
+from llmco2.serving.steady import ServerCase, SteadyShapes, steady_shapes, steady_state
+from llmco2.serving.workload import trace_lengths
+
+BITS_DTYPE = {16: "bf16", 8: "fp8", 4: "fp4"}
+TASK_TRACE = {"chat": "conv", "lm-arena-chat": "conv", "gpqa": "conv", "code": "code", "sourcegraph-fim": "code"}
+LENGTH_SAMPLES = 2000
+
+
+def lengths(task: str, mean_output: float, n: int, seed: int, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths (tokens) for ``n`` requests of ``task`` (see the module docstring)."""
+    prompt, output, _ = trace_lengths(TASK_TRACE[task], n, seed)
+    output = np.maximum(np.rint(output * (mean_output / output.mean())), 1).astype(np.int64)
+    prompt = np.minimum(prompt, max_tokens // 2)
+    output = np.minimum(output, max_tokens - prompt)
+    return prompt, output
+
+
+def row_engine(row: pd.Series) -> str:
+    """The engine the row ran: the importer's label (``vllm-v0`` for v2, ``vllm`` for v3)."""
+    return str(row.get("engine") or "vllm")
+
+
+def server_case(row: pd.Series, prompt_scale: float = 1.0) -> ServerCase:
+    """The server of one ML.ENERGY row; raises :class:`InvalidInputError` where it cannot be built."""
+    from llmco2.serving.api import server_setup
+
+    bits = int(row["weight_bits"])
+    dtype = BITS_DTYPE.get(bits)
+    if dtype is None:
+        raise InvalidInputError(f"weight precision {bits} bits not in the catalog")
+    num = int(row["num_devices"])
+    tp = None if pd.isna(row["tensor_parallel"]) else int(row["tensor_parallel"])
+    engine = row_engine(row)
+    arch, gpu, req = server_setup(row["model"], row["device"], num, tp, engine, dtype)
+    memory = memory_budget(arch, gpu, req)
+    max_tokens = min(arch.max_context, int(memory["kv_capacity_tokens"]))
+    prompt, output = lengths(str(row["task"]), float(row["generated_tokens"]), LENGTH_SAMPLES, int(row["source_row"]), max_tokens)
+    prompt = np.maximum(np.rint(prompt * prompt_scale), 1).astype(np.int64)
+    return ServerCase(arch, gpu, req, int(row["max_batch"]), float(memory["kv_capacity_tokens"]), prompt, output,
+                      chunked=engine != "vllm-v0")
+
+
+@dataclass(frozen=True)
+class ServingRows:
+    """Rows that could be built as servers, their steady-state shapes and the skipped rows' reasons."""
+
+    rows: pd.DataFrame
+    shapes: SteadyShapes
+    skipped: dict[str, str]
+
+    def observations(self, mask: np.ndarray | None = None, prefix: str = "") -> list[Observation]:
+        """Observation groups (J per token, latency, power per release) of the rows under ``mask``."""
+        mask = np.ones(len(self.rows), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        out = []
+        release = self.rows["release"].to_numpy()
+        for rel in sorted(set(release[mask])):
+            sel = mask & (release == rel)
+            idx = np.flatnonzero(sel)
+            sub = _take(self.shapes, idx)
+            ohs: dict = {}
+
+            def state(p: StepParams, sub: SteadyShapes = sub, ohs: dict = ohs):
+                if ohs.get("params") is not p:  # one evaluation per parameter set for all observables
+                    ohs["params"], ohs["state"] = p, steady_state(sub, p, overhead_arrays(sub.decode.engines, p))
+                return ohs["state"]
+
+            jpt = self.rows["j_per_output_token"].to_numpy(float)[idx]
+            out.append(Observation(f"{prefix}{rel} J/token", jpt, lambda p, s=state: s(p).j_per_output_token))
+            for col, scale, attr in (("avg_tpot_s", 1.0, "tpot_s"), ("median_itl_ms", 1e-3, "itl_median_s"),
+                                     ("avg_power_w", 1.0, "power_w")):
+                if col not in self.rows:
+                    continue
+                v = pd.to_numeric(self.rows[col], errors="coerce").to_numpy(float)[idx] * scale
+                ok = np.isfinite(v) & (v > 0)
+                if ok.sum() >= 5:
+                    out.append(Observation(f"{prefix}{rel} {col}", v[ok],
+                                           lambda p, s=state, a=attr, ok=ok: getattr(s(p), a)[ok], weight=0.5))
+        return out
+
+
+def mix_builds(builds: dict[float, ServingRows], choice: np.ndarray) -> ServingRows:
+    """Rows taken row by row from builds of the same rows at different prompt scales (``choice``: a scale per row)."""
+    first = next(iter(builds.values()))
+    idx = np.arange(len(first.rows))
+    parts = {k: _take(b.shapes, idx[choice == k]) for k, b in builds.items() if (choice == k).any()}
+    order = np.concatenate([idx[choice == k] for k in parts])
+    inv = np.argsort(order)
+    cat = _concat(list(parts.values()))
+    return ServingRows(first.rows, _take(cat, inv), first.skipped)
+
+
+def _concat(xs: list[SteadyShapes]) -> SteadyShapes:
+    def steps(name: str) -> StepShapes:
+        s = [getattr(x, name) for x in xs]
+        return StepShapes(*(np.concatenate([getattr(v, f) for v in s]) for f in ("compute_s", "memory_s", "network_s", "weight_s",
+                                                                                 "kernels", "collectives", "sequences", "num_gpus",
+                                                                                 "tdp_w", "idle_w")),
+                          [e for v in s for e in v.engines])
+    return SteadyShapes(steps("decode"), steps("prefill"), *(np.concatenate([getattr(x, f) for x in xs])
+                                                             for f in ("batch", "share", "chunked", "context")))
+
+
+def _take(x: SteadyShapes, idx: np.ndarray) -> SteadyShapes:
+    return SteadyShapes(x.decode.take(idx), x.prefill.take(idx), x.batch[idx], x.share[idx], x.chunked[idx], x.context[idx])
+
+
+def serving_rows(rows: pd.DataFrame, prompt_scale: float = 1.0) -> ServingRows:
+    """Build every row as a server, prompts scaled by ``prompt_scale`` (rows that cannot be built
+    are skipped with their reason)."""
+    cases, keep, skipped = [], [], {}
+    for i, (_, row) in enumerate(rows.iterrows()):
+        try:
+            cases.append(server_case(row, prompt_scale))
+            keep.append(i)
+        except InvalidInputError as exc:
+            skipped[str(row.get("row_id", i))] = str(exc).split(";")[0]
+    kept = rows.iloc[keep].reset_index(drop=True)
+    return ServingRows(kept, steady_shapes(cases), skipped)

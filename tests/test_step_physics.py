@@ -1,0 +1,121 @@
+"""Step physics: hand-checked formulas, the closed-form steady state against the simulator, the
+joint fit recovering known constants, engine versions, and the serving interval."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from llmco2.models.step_fit import Observation, fit_step_params
+from llmco2.models.step_physics import EngineOverhead, StepParams, step_cost, step_shapes
+from llmco2.serving import GridCostModel, SchedulerConfig, Workload, memory_budget, simulate
+from llmco2.serving.api import server_setup
+from llmco2.serving.api import steady_state as simulated_steady_state
+from llmco2.serving.steady import ServerCase, steady_shapes, steady_state
+from llmco2.specs import Request, engine_level_index, engine_levels, get_engine, get_gpu, get_model
+
+GRAPHS = EngineOverhead(1e-3, 20e-6, 2e-6, True)
+
+
+def _decode_item(batch: int = 8, tp: int = 1, engine: str = "vllm"):
+    arch, gpu = get_model("llama3.1-8b"), get_gpu("h100-sxm")
+    req = Request(batch_size=batch, prompt_tokens=512, generated_tokens=9, num_gpus=tp, tensor_parallel=tp, engine=engine)
+    return arch, req, gpu
+
+
+def test_step_time_is_the_sum_of_kernel_rooflines_gaps_and_overheads():
+    x = step_shapes([_decode_item()], "decode", 8.0)
+    p = StepParams(eta_compute=0.5, eta_memory=0.8, kernel_gap_s=4e-6, engines={"vllm": GRAPHS})
+    c = step_cost(x, p)
+    kernels = np.maximum(x.compute_s / 0.5, x.memory_s / 0.8).sum()
+    expected = kernels + 4e-6 * x.kernels[0] + 1e-3 + 20e-6 * 8
+    assert c.time_s[0] == pytest.approx(expected, rel=1e-12)
+    # 32 layers of q, k, v, fused attention, out, add, 2 norms, gate, up, act, down, add + 3 head kernels
+    assert x.kernels[0] == 13 * 32 + 3
+    # a decode step streams every weight but the input embedding table (a gather of a few rows), in bf16
+    arch = get_model("llama3.1-8b")
+    streamed = (arch.param_count() - arch.vocab_size * arch.hidden_size) * 2
+    assert x.weight_s.sum() * get_gpu("h100-sxm").memory_bandwidth_bytes_per_s == pytest.approx(streamed, rel=0.01)
+
+
+def test_power_lies_between_idle_and_the_limit_and_grows_with_utilisation():
+    p = StepParams(engines={"vllm": GRAPHS})
+    small = step_cost(step_shapes([_decode_item(1)], "decode", 8.0), p)
+    big = step_cost(step_shapes([_decode_item(256)], "decode", 8.0), p)
+    gpu = get_gpu("h100-sxm")
+    for c in (small, big):
+        assert 0.17 * gpu.tdp_w <= c.power_w[0] <= gpu.tdp_w
+    assert big.power_w[0] > small.power_w[0]
+    assert big.energy_j[0] == pytest.approx(big.power_w[0] * big.time_s[0])
+
+
+def test_eager_engine_waits_for_the_host_launching_every_kernel():
+    eager = EngineOverhead(0.0, 0.0, 100e-6, False)
+    x = step_shapes([_decode_item(1, engine="hf")], "decode", 8.0)
+    c = step_cost(x, StepParams(engines={"hf": eager}))
+    assert c.time_s[0] == pytest.approx(max(c.gpu_time_s[0], x.kernels[0] * 100e-6))
+
+
+def test_vllm_v0_is_its_own_engine_with_the_network_level_of_vllm():
+    v0 = get_engine("vllm-v0")
+    assert v0.id == "vllm-v0" and v0.step_overhead_ms > get_engine("vllm").step_overhead_ms
+    assert "vllm-v0" not in engine_levels()
+    assert engine_level_index("vllm-v0") == engine_level_index("vllm") == engine_levels().index("vllm")
+
+
+def _case(cap: int, chunked: bool) -> ServerCase:
+    arch, gpu, req = server_setup("llama3.1-8b", "h100-sxm", 1, None, "vllm" if chunked else "vllm-v0", "bf16")
+    rng = np.random.default_rng(0)
+    prompts = rng.integers(100, 600, 600)
+    outputs = rng.integers(50, 400, 600)
+    kv = memory_budget(arch, gpu, req)["kv_capacity_tokens"]
+    return ServerCase(arch, gpu, req, cap, float(kv), prompts, outputs, chunked)
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_closed_form_steady_state_agrees_with_the_simulator(chunked):
+    case = _case(32, chunked)
+    p = StepParams(engines={"vllm": GRAPHS, "vllm-v0": EngineOverhead(4e-3, 100e-6, 2e-6, True)})
+    closed = steady_state(steady_shapes([case]), p)
+    cost = GridCostModel.from_physics(case.arch, case.gpu, case.request, p)
+    cfg = SchedulerConfig(max_batch=32, max_batched_tokens=8192, chunked_prefill=chunked,
+                          kv_capacity_tokens=int(case.kv_capacity_tokens), idle_w=cost.idle_w)
+    sim = simulated_steady_state(simulate(Workload(case.prompts, case.outputs, None, concurrency=32), cost, cfg))
+    assert closed.j_per_output_token[0] == pytest.approx(sim["j_per_output_token"], rel=0.15)
+    assert closed.power_w[0] == pytest.approx(sim["average_power_w"], rel=0.1)
+
+
+def test_joint_fit_recovers_the_constants_that_generated_the_observations():
+    truth = StepParams(eta_compute=0.55, eta_memory=0.75, kernel_gap_s=3e-6, collective_s=20e-6, power_base=0.15,
+                       power_compute=0.8, power_memory=0.5, engines={"vllm": EngineOverhead(2e-3, 40e-6, 2e-6, True)})
+    cases = [_case(cap, True) for cap in (1, 4, 16, 64, 256)]
+    shapes = steady_shapes(cases)
+    st = steady_state(shapes, truth)
+    obs = [Observation("J", st.j_per_output_token, lambda p: steady_state(shapes, p).j_per_output_token),
+           Observation("itl", st.itl_median_s, lambda p: steady_state(shapes, p).itl_median_s),
+           Observation("power", st.power_w, lambda p: steady_state(shapes, p).power_w)]
+    fitted, report = fit_step_params(obs, ["vllm"], names=("eta_memory", "power_base", "power_memory"),
+                                     base=StepParams(eta_compute=0.55, kernel_gap_s=3e-6, collective_s=20e-6, power_compute=0.8,
+                                                     engines=truth.engines))
+    assert fitted.eta_memory == pytest.approx(0.75, rel=0.05)
+    assert all(v < 1.0 for v in report.values())
+
+
+def test_serving_json_has_an_interval_that_widens_on_an_unseen_gpu(capsys):
+    from llmco2.cli import main
+
+    def run(gpu: str) -> dict:
+        rc = main(["predict", "--model", "llama3.1-8b", "--gpu", gpu, "--prompt-tokens", "500", "--gen-tokens", "100",
+                   "--serving", "--concurrency", "8", "--max-batch", "8", "--json"])
+        assert rc == 0
+        return json.loads(capsys.readouterr().out)["serving"]
+
+    seen, unseen = run("h100-sxm"), run("l40s")
+    for sv in (seen, unseen):
+        lo, hi = sv["j_per_output_token_interval"]
+        assert lo < sv["j_per_output_token"] < hi
+        assert sv["cost_model"] == "step physics"
+    width = lambda sv: sv["j_per_output_token_interval"][1] / sv["j_per_output_token_interval"][0]  # noqa: E731
+    assert width(unseen) > width(seen)
