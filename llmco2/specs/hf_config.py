@@ -6,7 +6,9 @@ DeepSeek/Llama-4/Qwen MoE layer mixes, banded and chunked attention, Mamba-2 and
 layers, tensor shapes) or refused: an architecture (``model_type``) or a field value that llmco2
 does not model is an :class:`~llmco2.errors.InvalidInputError` naming it. With
 ``approximate=True`` it is mapped onto the nearest modelled architecture instead, and
-``ModelArch.approximations`` says what was approximated. The model is named from the config
+``ModelArch.approximations`` says what was approximated. Phi-3-small's blocksparse attention
+layers are always read as banded attention over their local blocks (the nearest modelled form;
+its approximations note says what that leaves out). The model is named from the config
 (``_name_or_path``, ``architectures``, ``model_type``), never from the folder it sits in.
 """
 
@@ -28,6 +30,7 @@ _ACT_ALIASES = {
     "silu": "silu", "swish": "silu", "swiglu": "silu",
     "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
     "gelu_tanh": "gelu_tanh", "relu": "relu", "geglu": "gelu_tanh",
+    "gegelu": "gelu",  # Phi-3-small: quick_gelu(a) * (b + 1) on an interleaved up projection, a gated GeLU
 }
 
 
@@ -44,7 +47,7 @@ MODELLED_TYPES = frozenset({
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "gemma", "gemma2", "gemma3",
     "gemma3_text", "phi3", "phi", "falcon", "RefinedWeb", "RefinedWebModel", "bloom", "gpt2", "gptj", "gpt_neox", "opt",
     "starcoder2", "gpt_bigcode", "deepseek_v2", "deepseek_v3", "kimi_k2", "llama4", "llama4_text", "nemotron_h",
-    "gpt_oss", "internlm2", "cohere", "olmo", "olmo2", "granite", "exaone", "stablelm", "codegen",
+    "gpt_oss", "internlm2", "cohere", "olmo", "olmo2", "granite", "exaone", "stablelm", "codegen", "phi3small",
 })
 _LAYER_TYPES = {"full_attention": "full", "sliding_attention": "window", "chunked_attention": "window",
                 "linear_attention": "linear", "mamba": "mamba"}
@@ -116,6 +119,8 @@ def _layer_mix(cfg: dict[str, Any], model_type: str, layers: int, r: _Reader) ->
                     else layers // interval if interval else 0)
         out.update(num_window_layers=layers - n_global, sliding_window=_int(cfg, "attention_chunk_size", cfg["attention_chunk_size"]),
                    window_kind="chunked")
+    if model_type == "phi3small":
+        out.update(_phi3_small_blocksparse(cfg, layers, r))
     if model_type == "qwen3_next" and not isinstance(types, list):
         interval = _int(cfg, "full_attention_interval", cfg.get("full_attention_interval", 4))
         out["num_linear_layers"] = layers - layers // interval
@@ -138,6 +143,23 @@ def _layer_mix(cfg: dict[str, Any], model_type: str, layers: int, r: _Reader) ->
             if not out.get(key):
                 raise InvalidInputError(f"config.json declares Mamba layers but no {key}", field=key)
     return out
+
+
+def _phi3_small_blocksparse(cfg: dict[str, Any], layers: int, r: _Reader) -> dict[str, Any]:
+    """Phi-3-small: every ``dense_attention_every_n_layers``-th layer is dense (``(i + 1) % n == 0``),
+    the others blocksparse: each query sees its last ``blocksparse_num_local_blocks`` blocks of
+    ``blocksparse_block_size`` tokens plus every ``blocksparse_vert_stride``-th older block. Read
+    as banded attention over the local blocks; the strided older blocks are left out (noted)."""
+    every = _int(cfg, "dense_attention_every_n_layers", cfg.get("dense_attention_every_n_layers") or 0)
+    sparse = layers - (layers // every if every else 0)
+    if not sparse:
+        return {}
+    block = _int(cfg, "blocksparse_block_size", cfg.get("blocksparse_block_size", 64))
+    local = _int(cfg, "blocksparse_num_local_blocks", cfg.get("blocksparse_num_local_blocks", 16))
+    stride = _int(cfg, "blocksparse_vert_stride", cfg.get("blocksparse_vert_stride", 8))
+    r.notes.append(f"approximated: {sparse} blocksparse attention layers counted as a {block * local}-token band (their local "
+                   f"blocks); the strided blocks (every {stride}th older block) and their cache beyond the band are not counted")
+    return {"num_window_layers": sparse, "sliding_window": block * local}
 
 
 def _moe(cfg: dict[str, Any], model_type: str, layers: int, experts: int, r: _Reader) -> dict[str, Any]:
@@ -211,7 +233,7 @@ def arch_from_hf_config(cfg: dict[str, Any], model_id: str | None = None, approx
     if num_experts > 1:
         inter = _first(cfg, "moe_intermediate_size", "intermediate_size", "ffn_hidden_size")
     else:
-        inter = _first(cfg, "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
+        inter = _first(cfg, "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim", "ff_intermediate_size")
     if inter is None:
         inter = 4 * hidden
     act_raw = str(_first(cfg, "hidden_activation", "hidden_act", "activation_function", "activation", default="silu")).lower()
@@ -251,10 +273,12 @@ def arch_from_hf_config(cfg: dict[str, Any], model_id: str | None = None, approx
         experts_per_token=_first(cfg, "num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_topk", default=1)
         if num_experts > 1 else 1,
         position_encoding=pos,
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type in {"bloom", "gemma", "gemma2", "gemma3_text"})),
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type in {"bloom", "gemma", "gemma2", "gemma3_text", "phi3small"})),
         max_context=max_ctx,
-        attention_bias=bool(cfg.get("attention_bias", cfg.get("bias", cfg.get("qkv_bias", model_type in {"qwen2", "bloom"})))),
-        mlp_bias=bool(cfg.get("mlp_bias", cfg.get("bias", model_type in {"bloom", "starcoder2", "gptj", "opt"}))),
+        # Phi-3-small: query_key_value, dense, up_proj and down_proj are nn.Linear with bias (its code reads no bias key)
+        attention_bias=model_type == "phi3small"
+        or bool(cfg.get("attention_bias", cfg.get("bias", cfg.get("qkv_bias", model_type in {"qwen2", "bloom"})))),
+        mlp_bias=model_type == "phi3small" or bool(cfg.get("mlp_bias", cfg.get("bias", model_type in {"bloom", "starcoder2", "gptj", "opt"}))),
         parallel_attention=bool(cfg.get("parallel_attn", model_type in _PARALLEL_TYPES)),
         approximations=tuple(r.notes), **extra,
     )

@@ -76,7 +76,7 @@ class ModelArch:
     # (the lookup table: one row per token, e.g. gpt-oss) or "embeddings" (lookup table and LM head)
     active_params_excludes: str = ""
     name: str = ""
-    approximations: tuple[str, ...] = ()  # what a config.json read with approximate=True could not model
+    approximations: tuple[str, ...] = ()  # what the entry or a config.json read approximates (reported with predictions)
     hf_id: str = ""
     family: str = ""
     aliases: tuple[str, ...] = ()
@@ -321,6 +321,7 @@ def arch_from_dict(raw: dict[str, Any], origin: str = "models.toml") -> ModelArc
         raise ValueError(f"{origin}: model {raw.get('id')!r} has unknown keys {sorted(unknown)}")
     data = dict(raw)
     data["aliases"] = tuple(str(a).lower() for a in data.get("aliases", ()))
+    data["approximations"] = tuple(str(a) for a in data.get("approximations", ()))
     return ModelArch(**data)
 
 
