@@ -245,21 +245,15 @@ def _hf_index() -> dict[str, str]:
 
 
 _MODEL_AFFIXES = re.compile(r"(-instruct|-chat|-hf|-base|-it)(-v?\d+(\.\d+)*)?$", re.I)
+# Re-quantised checkpoints name their method last (``-FP8``, ``-AWQ``, ``-GPTQ-Int4``, ``-w4a16``): the
+# architecture is the base model's, the precision a separate column.
+_QUANT_SUFFIX = re.compile(r"[-_.](fp8(-dynamic)?|awq|gptq(-int[48])?|int[48]|w4a16|w8a8|w8a16|bnb-4bit|[48]bit|nvfp4|mxfp4|gguf)$", re.I)
 
 
-def model_id(name: str, explicit: Mapping[str, str] | None = None) -> str | None:
-    """Catalog id of a source's model name, or ``None`` when the catalog does not have it.
-
-    Order: the importer's explicit mapping (for names that are not aliases), a catalog id or
-    alias (case-insensitive), a Hugging Face repository id (``hf_id``), then the name without its
-    organisation and a ``-Instruct`` / ``-chat`` / ``-hf`` suffix, and last a close match that
-    keeps every number of the name. The catalog is queried directly rather than through
-    ``get_model`` so that a name is never read as a local path.
-    """
+def _exact_model_id(key: str, keys: Mapping[str, str]) -> str | None:
+    """The id that ``key`` names exactly (see :func:`model_id`), or ``None``."""
     from llmco2.specs.lookup import normalise_key
 
-    key = (explicit or {}).get(name, name)
-    keys = _model_keys()
     norm = normalise_key(key)
     if norm in keys:
         return keys[norm]
@@ -267,9 +261,33 @@ def model_id(name: str, explicit: Mapping[str, str] | None = None) -> str | None
     if hf is not None:
         return hf
     short = _MODEL_AFFIXES.sub("", key.strip().split("/")[-1])
-    if normalise_key(short) in keys:
-        return keys[normalise_key(short)]
-    return _close_match(short, keys)
+    return keys.get(normalise_key(short))
+
+
+def model_id(name: str, explicit: Mapping[str, str] | None = None) -> str | None:
+    """Catalog id of a source's model name, or ``None`` when the catalog does not have it.
+
+    Order: the importer's explicit mapping (for names that are not aliases), a catalog id or
+    alias (case-insensitive), a Hugging Face repository id (``hf_id``), then the name without its
+    organisation and a ``-Instruct`` / ``-chat`` / ``-hf`` suffix; the same again without a
+    quantisation suffix (``-FP8``, ``-AWQ``, ``-GPTQ-Int4``, ...: a re-quantised checkpoint keeps
+    the base architecture), and last a close match that keeps every number of the name. The
+    catalog is queried directly rather than through ``get_model`` so that a name is never read as
+    a local path.
+    """
+    key = (explicit or {}).get(name, name)
+    keys = _model_keys()
+    found = _exact_model_id(key, keys)
+    if found is not None:
+        return found
+    bare = key.strip()
+    for _ in range(3):
+        bare = _QUANT_SUFFIX.sub("", bare)
+    if bare != key.strip():
+        found = _exact_model_id(bare, keys)
+        if found is not None:
+            return found
+    return _close_match(_MODEL_AFFIXES.sub("", key.strip().split("/")[-1]), keys)
 
 
 def gpu_id(name: str, explicit: Mapping[str, str] | None = None) -> str | None:

@@ -14,7 +14,8 @@ Weights and KV cache are 16-bit (vLLM ``dtype=auto`` on the bf16/fp16 checkpoint
   Phi-3-vision) are not text generation: dropped and counted.
 * ``model_dir`` quirk: Mixtral-8x22B runs kept in ``...-Instruct-v0.1-pp1`` are the same model
   run with PP 1; the model is read from ``Model`` and the suffix must agree with ``PP``.
-* Models the catalog does not have (CodeGemma, Phi-3-small, Mistral-Large, ...) are dropped.
+* Models the catalog does not have are dropped and counted (every text model of the 2024 file,
+  Phi-3-small included, is in the catalog).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ data was released in December 2025), Zeus/NVML energy.
   ``tensor_parallel`` is the file's value only when ``expert_parallel`` is 1 (with EP the
   attention layout is not stated, so it is left null).
 * Fine-tunes and re-quantisations with the architecture of a catalog model are mapped to it
-  (:data:`MODELS`); models the catalog does not have (Qwen3-VL, Qwen3-Omni, Llama-4, the
-  Nemotron Mamba hybrids) are dropped and counted.
+  (:data:`MODELS`, or a quantisation suffix the name resolver strips); models the catalog does
+  not have are dropped and counted (the Qwen3-VL, Qwen3-Omni and Nemotron-Nano-12B-v2-VL runs are
+  all multimodal tasks).
 """
 
 from __future__ import annotations
