@@ -157,8 +157,9 @@ def _phi3_small_blocksparse(cfg: dict[str, Any], layers: int, r: _Reader) -> dic
     block = _int(cfg, "blocksparse_block_size", cfg.get("blocksparse_block_size", 64))
     local = _int(cfg, "blocksparse_num_local_blocks", cfg.get("blocksparse_num_local_blocks", 16))
     stride = _int(cfg, "blocksparse_vert_stride", cfg.get("blocksparse_vert_stride", 8))
-    r.notes.append(f"approximated: {sparse} blocksparse attention layers counted as a {block * local}-token band (their local "
-                   f"blocks); the strided blocks (every {stride}th older block) and their cache beyond the band are not counted")
+    r.notes.append(f"approximated: {sparse} blocksparse attention layers counted as a {block * local}-token band (their {local} "
+                   f"local blocks of {block} tokens); the strided blocks (every {stride}th older block) and their cache beyond "
+                   "the band are not counted")
     return {"num_window_layers": sparse, "sliding_window": block * local}
 
 
