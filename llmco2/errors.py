@@ -29,3 +29,23 @@ class InvalidInputError(LLMCO2Error, ValueError):
 
 class UnknownIdError(InvalidInputError):
     """An id (model, GPU, dtype, region) is not in its catalog; the message lists close matches."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the signal arrives so that it stops a run the way Ctrl-C does."""
+
+    exit_code = 143
+
+
+class Interrupted(LLMCO2Error):
+    """A run stopped by Ctrl-C or SIGTERM after committing part of its output.
+
+    Attributes:
+        exit_code: 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
+    """
+
+    def __init__(self, done: int, total: int | None, exit_code: int = 130, resumable: bool = True) -> None:
+        of = f" of {total:,}" if total is not None else ""
+        again = "; run the same command again to resume" if resumable else ""
+        super().__init__(f"interrupted after {done:,}{of} rows{again}")
+        self.exit_code = exit_code

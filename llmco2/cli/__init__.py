@@ -15,7 +15,7 @@ from typing import NoReturn
 from llmco2 import __version__
 from llmco2.cli import analyze, checkpoint, data, measure, predict, report, sample
 from llmco2.cli.common import EXIT_USAGE, Parser
-from llmco2.errors import InvalidInputError
+from llmco2.errors import Interrupted, InvalidInputError
 
 Handler = Callable[[argparse.Namespace], int]
 COMMAND_MODULES = (analyze, data, sample, measure, predict, report, checkpoint)
@@ -39,6 +39,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = handlers[(args.command, getattr(args, "what", None))]
     try:
         return handler(args)
+    except Interrupted as exc:
+        sys.stderr.write(f"llmco2: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt as exc:
+        sys.stderr.write("llmco2: interrupted\n")
+        return int(getattr(exc, "exit_code", 130))
     except InvalidInputError as exc:
         sys.stderr.write(f"llmco2: error: {exc}\n")
         return EXIT_USAGE

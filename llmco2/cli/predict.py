@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
                    help="many requests, CSV or Parquet (columns model, gpu, batch_size, prompt_tokens, generated_tokens"
                         "[, num_gpus, tensor_parallel, dtype, flash_attention, engine]); read in chunks; needs --out")
     p.add_argument("--out", default=None, metavar="CSV", help="with --requests: the input columns plus predictions "
-                                                               "(written to a temporary file, renamed when complete)")
+                                                               "(committed in chunks; after Ctrl-C the same command resumes)")
     p.add_argument("--region", default=None, help="grid region: ISO country code (fra, us, ...), cloud region "
                                                     "(aws:us-east-1, gcp:europe-west4, azure:westeurope) or world (default)")
     p.add_argument("--carbon-intensity", type=float, default=None, metavar="G_PER_KWH", help="grid intensity, g CO2eq/kWh")

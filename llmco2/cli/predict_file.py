@@ -1,18 +1,21 @@
 """``llmco2 predict --requests FILE --out FILE.csv``: many requests, streamed in chunks.
 
 The file (CSV or Parquet; the output is Parquet when ``--out`` ends in ``.parquet``) is read,
-predicted and written one chunk at a time (:data:`CHUNK_ROWS` rows), so memory
-does not grow with the file. The output goes to a temporary file in the destination folder and
-is renamed when every row is written: an interrupted run leaves no partial output.
+predicted and written one chunk at a time (:data:`~llmco2.analytic.request_files.CHUNK_ROWS`
+rows), so memory does not grow with the file. Each chunk is committed to a hidden partial file
+beside the output as soon as it is written (:mod:`llmco2.resumable_output`); the output appears
+under its name only when every row is written. Ctrl-C or SIGTERM stop the run with exit code 130
+or 143; running the same command again resumes after the last committed chunk, and the final file
+is the same, byte for byte, as an uninterrupted run's.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import os
+import signal
 import sys
-import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from llmco2.errors import InvalidInputError
+from llmco2.errors import Interrupted, InvalidInputError, Terminated
 
 #: Columns added to the input columns.
 PREDICTION_COLUMNS = ("prefill_j", "decode_j", "total_j", "total_j_low", "total_j_high", "prefill_j_low", "prefill_j_high",
@@ -104,12 +107,66 @@ def _first_chunk_gpus_suffice(gpus: list[Any], rows: int, options: dict[str, Any
 
 
 def predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
-    """Predict every request of ``args.requests`` into ``args.out``; summary line on stderr."""
-    with _reused_memory():
-        return _predict_file(args, options)
+    """Predict every request of ``args.requests`` into ``args.out``; summary line on stderr.
+    Ctrl-C or SIGTERM stop it with :class:`~llmco2.errors.Interrupted`, keeping the chunks
+    committed so far for the next run of the same command."""
+    progress = {"rows": 0}
+    try:
+        with _reused_memory(), _terminate_as_interrupt():
+            return _predict_file(args, options, progress)
+    except KeyboardInterrupt as exc:
+        from llmco2.analytic.request_files import count_rows
+
+        src = Path(args.requests)
+        total = count_rows(src) if src.is_file() else None
+        raise Interrupted(progress["rows"], total, getattr(exc, "exit_code", 130), resumable=progress["rows"] > 0) from None
 
 
-def _predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises :class:`~llmco2.errors.Terminated` (a ``KeyboardInterrupt``) while this runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _fingerprint(args: argparse.Namespace, src: Path, parquet_out: bool) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues: input file, checkpoint, every
+    option, chunk size, output format and version."""
+    from llmco2 import __version__
+    from llmco2.analytic.request_files import CHUNK_ROWS
+    from llmco2.models.predict import _checkpoint
+    from llmco2.resumable_output import file_identity
+
+    options = {k: v for k, v in sorted(vars(args).items())
+               if k not in ("verbose", "out") and (v is None or isinstance(v, (str, int, float, bool)))}
+    return {"input": file_identity(src), "checkpoint": file_identity(_checkpoint(args.checkpoint)), "options": options,
+            "chunk_rows": CHUNK_ROWS, "parquet": parquet_out, "llmco2": __version__}
+
+
+def _ipc_to_parquet(partial: Path, fh: Any) -> None:
+    """The Parquet output of the Arrow IPC messages committed in ``partial`` (one row group per chunk)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with pa.memory_map(str(partial)) as source:
+        reader = pa.ipc.open_stream(source)
+        writer = pq.ParquetWriter(fh, reader.schema)
+        for batch in reader:
+            writer.write_batch(batch)
+        writer.close()
+
+
+def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: dict[str, int]) -> int:
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
@@ -117,6 +174,7 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
     from llmco2.carbon.footprint import predict_footprint, resolve_assumptions
     from llmco2.models.inference import load_inference  # noqa: F401 - the model code is start-up, not prediction
     from llmco2.models.predict import load_predictor
+    from llmco2.resumable_output import ResumableOutput
     from llmco2.specs import get_engine
 
     if not args.out:
@@ -135,47 +193,58 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
     gpus = first.table.gpus if _first_chunk_gpus_suffice(first.table.gpus, len(first.table), options) else _file_gpus(src)
     assume = resolve_assumptions(gpus, **options, engine=engine)
     total = count_rows(src) if sys.stderr.isatty() else None
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     parquet_out = out.suffix.lower() in (".parquet", ".pq")
-    n = 0
-    extrapolated = 0
+    output = ResumableOutput(out, _fingerprint(args, src, parquet_out)).open()
+    resumed = progress["rows"] = output.rows
     try:
-        with os.fdopen(fd, "wb") as fh, _progress(total) as advance, _rare_collections():
-            writer = None
+        with _progress(total) as advance, _rare_collections():
+            index = 0
             chunk: Any = first
             while chunk is not None:
+                if index < output.chunks:  # committed by an earlier, interrupted run
+                    advance(len(chunk.table))
+                    index += 1
+                    chunk = next(chunks, None)
+                    continue
                 # the whole chunk at once: the model steps through it (PIPELINE_ROWS), pipelining its network
                 fp = predict_footprint(chunk.table, predictor, assumptions=assume, chunk=max(len(chunk.table), 1))
                 batch = pa.RecordBatch.from_arrays([*chunk.batch.columns, *prediction_arrays(fp)],
                                                    names=[*chunk.header, *PREDICTION_COLUMNS])
                 if parquet_out:
-                    import pyarrow.parquet as pq
-
-                    writer = writer or pq.ParquetWriter(fh, batch.schema)
-                    writer.write_batch(batch)
+                    def write(fh: Any, batch: Any = batch, head: bool = index == 0) -> None:
+                        if head:
+                            fh.write(batch.schema.serialize())
+                        fh.write(batch.serialize())
                 else:
                     quoting = "needed" if _needs_quotes(list(chunk.batch.columns)) else "none"
-                    header_quoting = "needed" if n == 0 and any(c in h for h in chunk.header for c in ',"\r\n') else "none"
-                    pa_csv.write_csv(batch, fh, pa_csv.WriteOptions(include_header=n == 0, quoting_style=quoting,
-                                                                    quoting_header=header_quoting))
-                n += len(chunk.table)
-                extrapolated += int(np.count_nonzero(fp.extrapolated))
+                    header_quoting = "needed" if index == 0 and any(c in h for h in chunk.header for c in ',"\r\n') else "none"
+                    write_options = pa_csv.WriteOptions(include_header=index == 0, quoting_style=quoting,
+                                                        quoting_header=header_quoting)
+
+                    def write(fh: Any, batch: Any = batch, opts: Any = write_options) -> None:
+                        pa_csv.write_csv(batch, fh, opts)
+                output.commit(len(chunk.table), write, {"extrapolated": int(np.count_nonzero(fp.extrapolated))})
+                progress["rows"] = output.rows
                 advance(len(chunk.table))
+                index += 1
                 chunk = next(chunks, None)
-            if writer is not None:
-                writer.close()
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the output gets the usual permissions
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+            if index < output.chunks:
+                raise InvalidInputError(f"{src} has fewer rows than the interrupted run committed; delete "
+                                        f"{output.manifest_path} to start afresh", field="--requests")
+        output.finish(_ipc_to_parquet if parquet_out else None)
+    except KeyboardInterrupt:
+        output.keep()
+        raise
+    except BaseException:
+        output.discard()
+        raise
+    n, extrapolated = output.rows, output.counts.get("extrapolated", 0)
     seconds = time.perf_counter() - start
     g = assume["grid"]
-    sys.stderr.write(f"predicted {n:,} requests in {seconds:.2f} s ({n / seconds:,.0f}/s) -> {out}; engine {engine} "
-                     f"(rows without an engine column), grid {g['g_co2eq_per_kwh']:g} g/kWh ({g['region'] or 'user value'}), "
-                     f"PUE {assume['pue']['value']:g}; {extrapolated:,} extrapolated\n")
+    again = f" ({resumed:,} of them by the interrupted run)" if resumed else ""
+    sys.stderr.write(f"predicted {n:,} requests{again} in {seconds:.2f} s ({(n - resumed) / seconds:,.0f}/s) -> {out}; engine "
+                     f"{engine} (rows without an engine column), grid {g['g_co2eq_per_kwh']:g} g/kWh "
+                     f"({g['region'] or 'user value'}), PUE {assume['pue']['value']:g}; {extrapolated:,} extrapolated\n")
     return 0
 
 
