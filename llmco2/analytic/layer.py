@@ -139,8 +139,10 @@ class LayerBatch:
         return self.experts > 1
 
     @classmethod
-    def from_items(cls, items: Iterable[tuple[ModelArch, Request, GPU]], validate: bool = True) -> LayerBatch:
-        """Stack (arch, request, gpu) triples; ``validate`` checks each with `validate_request`.
+    def from_items(cls, items: Iterable[tuple[ModelArch, Request, GPU]], validate: bool = True,
+                   check_context: bool = True) -> LayerBatch:
+        """Stack (arch, request, gpu) triples; ``validate`` checks each with `validate_request`
+        (``check_context``: also that prompt and generated tokens fit the model's context).
 
         One pass collects each row's counts and the codes of its architecture, GPU and request
         kind (dtypes, flags, engine); :meth:`from_parts` computes the rest once per distinct value.
@@ -150,7 +152,7 @@ class LayerBatch:
         items = list(items)
         if validate:
             for arch, req, gpu in items:
-                validate_request(req, arch, gpu)
+                validate_request(req, arch, gpu, check_context=check_context)
         return RequestTable.from_items(items).layer_batch()
 
     @classmethod
@@ -381,9 +383,10 @@ def layer_graph(analysis: LayerAnalysis, i: int = 0) -> dict[str, Any]:
     return {"nodes": nodes, "edges": [list(e) for e in edges]}
 
 
-def analyze_layer(arch: ModelArch, request: Request, gpu: GPU) -> LayerAnalysis:
-    """Validate one request and analyse its layer (a batch of one)."""
-    return analyze_layers(LayerBatch.from_items([(arch, request, gpu)]))
+def analyze_layer(arch: ModelArch, request: Request, gpu: GPU, check_context: bool = True) -> LayerAnalysis:
+    """Validate one request (``check_context``: its tokens fit the model's context) and analyse its
+    layer (a batch of one)."""
+    return analyze_layers(LayerBatch.from_items([(arch, request, gpu)], check_context=check_context))
 
 
 def stack(items: Sequence[tuple[ModelArch, Request, GPU]]) -> LayerBatch:

@@ -24,7 +24,9 @@ from numpy.typing import NDArray
 from llmco2.analytic.arrow_arrays import empty_strings, numpy_values, string_scalar
 from llmco2.analytic.table import RequestTable, distinct_rows
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import check_input_file
 from llmco2.specs import DEFAULT_ENGINE, GPU, ModelArch, Request, get_gpu, get_model
+from llmco2.specs.limits import REQUEST_LIMITS, arch_limit, check_int
 
 log = logging.getLogger(__name__)
 
@@ -66,25 +68,28 @@ def _bool(text: str, field: str) -> bool:
 
 def _integers(values: pa.Array, name: str, lines: NDArray[np.int64], default: int | None = None,
               minimum: int = 1) -> NDArray[np.int64]:
-    """Integral column of strings (``default`` for empty cells, when given); the first bad cell raises."""
+    """Integral column of strings (``default`` for empty cells, when given) from ``minimum`` to the
+    column's limit (:data:`~llmco2.specs.limits.REQUEST_LIMITS`); the first bad cell raises."""
+    maximum = REQUEST_LIMITS[name]
     text = pc.utf8_trim_whitespace(values)
     if default is not None:
         text = pc.if_else(pc.equal(text, string_scalar("")), string_scalar(str(default)), text)
     try:
         out = numpy_values(pc.cast(text, pa.float64()))
-        ok = np.isfinite(out) & (out == np.floor(out)) & (out >= minimum)
+        ok = np.isfinite(out) & (out == np.floor(out)) & (out >= minimum) & (out <= maximum)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         cells = text.to_pylist()
         out, ok = np.zeros(len(cells)), np.zeros(len(cells), dtype=bool)
         for i, v in enumerate(cells):
             try:
                 out[i] = float(v)
-                ok[i] = bool(np.isfinite(out[i]) and out[i] == int(out[i]) and out[i] >= minimum)
+                ok[i] = bool(np.isfinite(out[i]) and out[i] == int(out[i]) and minimum <= out[i] <= maximum)
             except (ValueError, OverflowError, TypeError):
                 pass
     if not ok.all():
         i = int(np.argmin(ok))
-        raise InvalidInputError(f"line {lines[i]}: {name}: must be an integer >= {minimum}, got {text[i].as_py()!r}")
+        raise InvalidInputError(f"line {lines[i]}: {name}: must be an integer from {minimum:,} to {maximum:,}, "
+                                f"got {text[i].as_py()!r}")
     return out.astype(np.int64)
 
 
@@ -100,14 +105,9 @@ def _with_arch_columns(base: ModelArch, changes_text: dict[str, str]) -> ModelAr
     for col, text in changes_text.items():
         if not text:
             continue
-        try:
-            value = float(text)
-        except ValueError:
-            raise InvalidInputError(f"must be an integer, got {text!r}", field=col) from None
-        if not value.is_integer():
-            raise InvalidInputError(f"must be an integer, got {text!r}", field=col)
-        if int(value) != getattr(base, col):
-            changes[col] = int(value)
+        value = check_int(text, col, 1, arch_limit(col))
+        if value != getattr(base, col):
+            changes[col] = value
     if not changes:
         return base
     if ("hidden_size" in changes or "num_heads" in changes) and "head_dim" not in changes \
@@ -208,14 +208,19 @@ def parse_chunk(header: list[str], batch: pa.RecordBatch, lines: NDArray[np.int6
 
 
 def _csv_header(path: Path) -> list[str]:
-    with path.open(newline="") as fh:
-        return [h.strip() for h in next(csv.reader(fh), [])]
+    """The header of a CSV request file (its first record, cells stripped)."""
+    try:
+        return [h.strip() for h in _raw_header(path)]
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); give a CSV or Parquet "
+                                "request file", field="--requests") from None
+    except csv.Error as exc:
+        raise InvalidInputError(f"{path}, line 1: not a CSV header ({exc})", field="--requests") from None
 
 
 def _csv_batches(path: Path, header: list[str]) -> Iterator[pa.RecordBatch]:
     """Record batches of a CSV file, every column as strings (the cells as written)."""
-    with path.open(newline="") as fh:
-        raw = next(csv.reader(fh), [])
+    raw = _raw_header(path)
     try:
         reader = pa_csv.open_csv(
             path, read_options=pa_csv.ReadOptions(block_size=1 << 20, use_threads=False),
@@ -226,17 +231,29 @@ def _csv_batches(path: Path, header: list[str]) -> Iterator[pa.RecordBatch]:
             yield batch.rename_columns(header)
     except pa.ArrowInvalid as exc:
         where = _bad_csv_line(path, len(header))
-        raise InvalidInputError(f"{path}{where}: malformed CSV row ({str(exc).splitlines()[0]})", field="--requests") from None
+        first = str(exc).splitlines()[0]
+        if "straddling" in first:  # a row longer than the reader's block
+            first = "a row or field longer than 1 MiB"
+        raise InvalidInputError(f"{path}{where}: malformed CSV row ({first[:200]})", field="--requests") from None
 
 
 def _bad_csv_line(path: Path, width: int) -> str:
     """``", line N"`` of the first row whose number of cells is not ``width`` (an error path only)."""
-    with path.open(newline="") as fh:
+    with path.open(newline="", errors="replace") as fh:
         reader = csv.reader(fh)
-        for row in reader:
-            if row and len(row) != width:
-                return f", line {reader.line_num}"
+        try:
+            for row in reader:
+                if row and len(row) != width:
+                    return f", line {reader.line_num}"
+        except csv.Error:
+            return f", line {reader.line_num}"
     return ""
+
+
+def _raw_header(path: Path) -> list[str]:
+    """The header cells as written (unstripped: the names Arrow reads)."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        return next(csv.reader(fh), [])
 
 
 def _parquet_batches(path: Path, chunk_rows: int) -> Iterator[pa.RecordBatch]:
@@ -284,12 +301,26 @@ def _rebatch(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Record
         yield _concat(pending)
 
 
+def check_header(path: Path, header: list[str]) -> None:
+    """The columns of a request file: every required one, none twice."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if len(missing) == len(REQUIRED_COLUMNS):
+        shown = ", ".join(repr(h[:20]) for h in header[:6]) + (f" and {len(header) - 6} more" if len(header) > 6 else "")
+        raise InvalidInputError(f"{path} does not look like a request file (expected columns {', '.join(REQUIRED_COLUMNS)}"
+                                f"[, {', '.join(OPTIONAL_COLUMNS)}]; its header has {shown or 'nothing'})", field="--requests")
+    if missing:
+        raise InvalidInputError(f"{path}: missing columns {', '.join(missing)} (need {', '.join(REQUIRED_COLUMNS)})",
+                                field="--requests")
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise InvalidInputError(f"{path}: column {', '.join(dupes)} appears more than once; keep one", field="--requests")
+
+
 def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None = None) -> Iterator[RequestChunk]:
     """Parsed, validated chunks of a request file (``.parquet``/``.pq``: Parquet; else CSV) of at
     most ``chunk_rows`` rows (default :data:`CHUNK_ROWS`)."""
     chunk_rows = chunk_rows or CHUNK_ROWS
-    if not path.is_file():
-        raise InvalidInputError(f"no such file {str(path)!r}", field="--requests")
+    check_input_file(path, "--requests")
     parquet = path.suffix.lower() in (".parquet", ".pq")
     if parquet:
         try:
@@ -300,10 +331,7 @@ def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None
             raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="--requests") from None
     else:
         header = _csv_header(path)
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
-        raise InvalidInputError(f"{path}: missing columns {', '.join(missing)} (need {', '.join(REQUIRED_COLUMNS)})",
-                                field="--requests")
+    check_header(path, header)
     resolver = _Resolver(defaults)
     check_context = not getattr(defaults, "ignore_context", False)
     line = 2

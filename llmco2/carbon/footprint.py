@@ -4,6 +4,7 @@ and the assumptions behind them — vectorised over any number of requests."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -15,12 +16,17 @@ from llmco2.analytic.table import RequestTable
 from llmco2.carbon.accounting import default_lifetime_years, embodied_g, operational_g, pue, region
 from llmco2.errors import InvalidInputError
 from llmco2.specs import GPU, ModelArch, Request, get_engine
+from llmco2.specs.limits import check_float
 
 if TYPE_CHECKING:
     from llmco2.models.head import PhasePrediction
 
 log = logging.getLogger(__name__)
 EDGE_FORM_FACTORS = ("module", "SoC")
+#: Ranges of the user's assumptions: grid intensity (the dirtiest grids are near 1,100 g/kWh),
+#: PUE (facility over IT energy) and GPU lifetime.
+MAX_INTENSITY, MAX_PUE = 5000.0, 10.0
+MIN_LIFETIME_YEARS, MAX_LIFETIME_YEARS = 0.01, 100.0
 #: Requests predicted together: bounds the working memory (features, node states) to some 60 MB.
 PREDICT_CHUNK = 4096
 Item = tuple[ModelArch, Request, GPU]
@@ -104,14 +110,15 @@ def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_in
     if region_id is not None and carbon_intensity is not None:
         raise InvalidInputError("give either --region or --carbon-intensity, not both", field="--region")
     if carbon_intensity is not None:
-        if carbon_intensity < 0:
-            raise InvalidInputError(f"must be >= 0 g CO2eq/kWh, got {carbon_intensity}", field="--carbon-intensity")
-        grid = {"g_co2eq_per_kwh": float(carbon_intensity), "region": None, "source": "given by the user"}
+        intensity = check_float(carbon_intensity, "--carbon-intensity", 0.0, MAX_INTENSITY, " g CO2eq/kWh")
+        grid = {"g_co2eq_per_kwh": intensity, "region": None, "source": "given by the user"}
     else:
         r = region(region_id)
         grid = {"g_co2eq_per_kwh": r.g_co2eq_per_kwh, "region": r.id, "year": r.year, "source": r.source}
     if isinstance(pue_value, (int, float)):
-        p = {"value": float(pue_value), "source": "given by the user"}
+        if math.isfinite(pue_value) and pue_value < 1.0:
+            raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {pue_value}", field="--pue")
+        p = {"value": check_float(pue_value, "--pue", 1.0, MAX_PUE), "source": "given by the user"}
     else:
         default = "edge_device" if gpus and all(g.form_factor in EDGE_FORM_FACTORS for g in gpus) else None
         row = pue(pue_value or default)
@@ -119,8 +126,9 @@ def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_in
     if p["value"] < 1.0:
         raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {p['value']}", field="--pue")
     years = default_lifetime_years() if lifetime_years is None else float(lifetime_years)
-    if years <= 0:
+    if math.isfinite(years) and years <= 0:
         raise InvalidInputError(f"must be positive, got {years}", field="--lifetime-years")
+    years = check_float(years, "--lifetime-years", MIN_LIFETIME_YEARS, MAX_LIFETIME_YEARS, " years")
     out: dict[str, Any] = {"grid": grid, "pue": p, "lifetime_years": years}
     if engine is not None:
         e = get_engine(engine)

@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from llmco2 import __version__
 from llmco2.cli import analyze, checkpoint, data, measure, predict, report, sample
+from llmco2.cli.boundary import check_combinations, check_values
 from llmco2.cli.common import EXIT_USAGE, Parser
 from llmco2.errors import Interrupted, InvalidInputError
 
@@ -38,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     handler = handlers[(args.command, getattr(args, "what", None))]
     try:
+        check_values(args)
+        check_combinations(args)
         return handler(args)
     except Interrupted as exc:
         sys.stderr.write(f"llmco2: {exc}\n")
@@ -53,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the file system refused (disk full, permissions changed while running)
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"llmco2: error: {where}{exc.strerror or exc}\n")
+        return EXIT_USAGE
 
 
 def entrypoint() -> NoReturn:

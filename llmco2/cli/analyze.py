@@ -10,6 +10,7 @@ from typing import Any
 
 from llmco2.cli.common import Parser, fmt, fmt_time, print_json
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import check_output_path
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def _layer_payload(arch: Any, req: Any, gpu: Any) -> dict[str, Any]:
     from llmco2.analytic.layer import analyze_layer, layer_graph
     from llmco2.analytic.model import model_totals, summary_record
 
-    analysis = analyze_layer(arch, req, gpu)
+    analysis = analyze_layer(arch, req, gpu, check_context=False)  # checked by _request_from_args
     totals = model_totals(analysis)
     graph = layer_graph(analysis)
     return {
@@ -232,11 +233,9 @@ def cmd_analyze_model(args: argparse.Namespace) -> int:
 def cmd_analyze_batch(args: argparse.Namespace) -> int:
     from llmco2.analytic.batch import analyze_request_table, read_request_csv
 
+    out = check_output_path(args.out)
     rows = read_request_csv(Path(args.requests), defaults=args)
     frame = analyze_request_table(rows)
-    out = Path(args.out)
-    if out.parent and not out.parent.exists():
-        raise InvalidInputError(f"folder {str(out.parent)!r} does not exist", field="--out")
     frame.to_csv(out, index=False)
     sys.stderr.write(f"wrote {len(frame)} analysed requests to {out}\n")
     return 0

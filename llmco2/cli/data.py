@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmco2.cli.common import Parser, print_json
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import check_output_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,10 +48,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
 
 
 def _check_out(path: Path, suffixes: tuple[str, ...]) -> None:
-    if path.suffix.lower() not in suffixes:
-        raise InvalidInputError(f"{path}: unknown format {path.suffix!r}; use {' or '.join(suffixes)}", field="--out")
-    if not path.parent.exists():
-        raise InvalidInputError(f"folder {str(path.parent)!r} does not exist", field="--out")
+    check_output_path(path, "--out", suffixes)
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     p = sub.add_parser("predict", help="predict energy, latency and carbon of a request (or a CSV of requests)")
     p.add_argument("--model", help="model id or HF config.json path")
     p.add_argument("--gpu", help="GPU id")
-    p.add_argument("--gpus", type=int, default=1, metavar="N")
+    p.add_argument("--gpus", type=int, default=None, metavar="N", help="GPUs serving the request (default 1)")
     p.add_argument("--tp", type=int, default=None, metavar="N")
     p.add_argument("--batch-size", type=int, metavar="B")
     p.add_argument("--prompt-tokens", type=int, metavar="L")
@@ -58,6 +58,8 @@ def _single_items(args: argparse.Namespace) -> list[Any]:
                if getattr(args, n) is None]
     if missing:
         raise InvalidInputError(f"missing {', '.join(missing)} (or give --requests FILE.csv --out FILE.csv)", field="predict")
+    if args.gpus is None:
+        args.gpus = 1
     arch, req, gpu = _request_from_args(args)
     return [(arch, req.replace(engine=args.engine), gpu)]
 
@@ -97,7 +99,7 @@ def _memory_notes(arch: Any, req: Any, gpu: Any) -> list[str]:
     from llmco2.analytic.layer import analyze_layer
     from llmco2.analytic.model import model_totals
 
-    t = model_totals(analyze_layer(arch, req, gpu))
+    t = model_totals(analyze_layer(arch, req, gpu, check_context=False))  # checked by _single_items
     if bool(t.fits_in_memory[0]):
         return []
     need = float(t.weight_bytes_per_gpu[0] + t.kv_cache_bytes_per_gpu[0])

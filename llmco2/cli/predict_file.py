@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import signal
 import sys
 import threading
@@ -25,8 +26,11 @@ from typing import Any
 import numpy as np
 
 from llmco2.errors import Interrupted, InvalidInputError, Terminated
+from llmco2.file_checks import check_input_file, check_output_path
 
-#: Columns added to the input columns.
+log = logging.getLogger(__name__)
+
+#: Columns added to the input columns (an input column of the same name is replaced).
 PREDICTION_COLUMNS = ("prefill_j", "decode_j", "total_j", "total_j_low", "total_j_high", "prefill_j_low", "prefill_j_high",
                       "decode_j_low", "decode_j_high", "latency_s", "operational_g", "embodied_g", "total_g",
                       "extrapolated")
@@ -179,17 +183,20 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
 
     if not args.out:
         raise InvalidInputError("--requests needs --out FILE.csv for the predictions", field="--out")
-    out = Path(args.out)
-    if not out.parent.exists():
-        raise InvalidInputError(f"folder {str(out.parent)!r} does not exist", field="--out")
-    src = Path(args.requests)
-    if not src.is_file():
-        raise InvalidInputError(f"no such file {str(src)!r}", field="--requests")
+    src = check_input_file(args.requests, "--requests")
+    out = check_output_path(args.out)
+    if out.resolve() == src.resolve():
+        raise InvalidInputError(f"cannot write {out}: it is the --requests file; give another --out", field="--out")
     engine = get_engine(args.engine).id
     start = time.perf_counter()
     predictor = load_predictor(args.checkpoint)
     chunks = iter_request_chunks(src, defaults=args)
     first = next(chunks)  # header and first rows checked before anything is written
+    keep = [i for i, name in enumerate(first.header) if name not in PREDICTION_COLUMNS]
+    names = [first.header[i] for i in keep]
+    if len(keep) < len(first.header):
+        log.warning("%s already has prediction columns (%s); they are replaced by the new predictions", src,
+                    ", ".join(h for h in first.header if h in PREDICTION_COLUMNS))
     gpus = first.table.gpus if _first_chunk_gpus_suffice(first.table.gpus, len(first.table), options) else _file_gpus(src)
     assume = resolve_assumptions(gpus, **options, engine=engine)
     total = count_rows(src) if sys.stderr.isatty() else None
@@ -208,16 +215,16 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
                     continue
                 # the whole chunk at once: the model steps through it (PIPELINE_ROWS), pipelining its network
                 fp = predict_footprint(chunk.table, predictor, assumptions=assume, chunk=max(len(chunk.table), 1))
-                batch = pa.RecordBatch.from_arrays([*chunk.batch.columns, *prediction_arrays(fp)],
-                                                   names=[*chunk.header, *PREDICTION_COLUMNS])
+                inputs = [chunk.batch.column(i) for i in keep]
+                batch = pa.RecordBatch.from_arrays([*inputs, *prediction_arrays(fp)], names=[*names, *PREDICTION_COLUMNS])
                 if parquet_out:
                     def write(fh: Any, batch: Any = batch, head: bool = index == 0) -> None:
                         if head:
                             fh.write(batch.schema.serialize())
                         fh.write(batch.serialize())
                 else:
-                    quoting = "needed" if _needs_quotes(list(chunk.batch.columns)) else "none"
-                    header_quoting = "needed" if index == 0 and any(c in h for h in chunk.header for c in ',"\r\n') else "none"
+                    quoting = "needed" if _needs_quotes(inputs) else "none"
+                    header_quoting = "needed" if index == 0 and any(c in h for h in names for c in ',"\r\n') else "none"
                     write_options = pa_csv.WriteOptions(include_header=index == 0, quoting_style=quoting,
                                                         quoting_header=header_quoting)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from llmco2.cli.common import Parser, parse_pue, print_json
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import check_output_folder, check_output_path
 
 
 def _carbon_args(p: argparse.ArgumentParser) -> None:
@@ -67,18 +68,14 @@ def _assumptions(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _figure_path(text: str) -> Path:
-    out = Path(text)
-    if out.suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise InvalidInputError(f"{out}: use .png, .pdf or .svg", field="--out")
-    if not out.parent.exists():
-        raise InvalidInputError(f"folder {str(out.parent)!r} does not exist", field="--out")
-    return out
+    return check_output_path(text, "--out", (".png", ".pdf", ".svg"))
 
 
 def cmd_case_studies(args: argparse.Namespace) -> int:
     from llmco2.carbon.reports import carbon_per_gpu_second, plot_case_studies, scaling_study
     from llmco2.models.predict import load_predictor
 
+    check_output_folder(args.out)
     predictor = load_predictor(args.checkpoint)
     kw = _assumptions(args)
     fig9 = carbon_per_gpu_second(gpu=args.gpu, predictor=predictor, **kw)

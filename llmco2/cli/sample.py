@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import check_output_path
 
 TRACES = {"code": ["code"], "conv": ["conv"], "both": ["code", "conv"]}
 
@@ -53,11 +53,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
     if args.n < 1:
         raise InvalidInputError(f"must be >= 1, got {args.n}", field="--n")
-    out = Path(args.out)
-    if out.suffix.lower() != ".csv":
-        raise InvalidInputError(f"{out}: the sample is written as CSV; give a .csv path", field="--out")
-    if not out.parent.exists():
-        raise InvalidInputError(f"folder {str(out.parent)!r} does not exist", field="--out")
+    out = check_output_path(args.out, "--out", (".csv",))
     params = _sampler_config(args.strategy)
     if args.gpus:
         params["gpus"] = [g.strip() for g in args.gpus.split(",") if g.strip()]

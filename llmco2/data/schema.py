@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import check_input_file
 
 log = logging.getLogger(__name__)
 
@@ -268,9 +269,8 @@ def _format(path: Path) -> str:
 def read_table(path: str | Path, on_error: str = "raise", check_catalog: bool = True) -> tuple[pd.DataFrame, ValidationReport]:
     """Read and validate a canonical table (``.parquet`` or ``.csv``)."""
     p = Path(path)
+    check_input_file(p, "path")
     kind = _format(p)
-    if not p.is_file():
-        raise InvalidInputError(f"no such file {str(p)!r}", field="path")
     try:
         raw = pd.read_parquet(p) if kind == "parquet" else pd.read_csv(p, dtype="object", keep_default_na=True)
     except (ValueError, OSError, pd.errors.ParserError) as exc:

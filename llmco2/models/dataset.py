@@ -138,10 +138,13 @@ def energy_data(table: pd.DataFrame, require_energy: bool = True) -> EnergyData:
     keep = np.ones(len(table), dtype=bool)
     if require_energy:
         energy = pd.to_numeric(table["energy_j"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-        bad = ~(energy > 0)
+        infinite = np.isinf(energy)
+        bad = ~(energy > 0) & ~infinite
         if bad.any():
             excluded["no positive measured energy"] = int(bad.sum())
-        keep &= ~bad
+        if infinite.any():
+            excluded["measured energy not finite"] = int(infinite.sum())
+        keep &= ~bad & ~infinite
     cols = [c for c in CONFIG_COLUMNS if c in table.columns]
     keys = table[cols].astype("string").fillna("<NA>")
     key_tuples = list(map(tuple, keys.to_numpy()))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from llmco2.errors import InvalidInputError
+from llmco2.specs.limits import MAX_CONTEXT
 from llmco2.specs.models import ACTIVATIONS, ModelArch, model_catalog
 
 _LAYERNORM_TYPES = {"bloom", "falcon", "gpt2", "gptj", "gpt_neox", "opt", "starcoder2", "phi", "gpt_bigcode", "RefinedWeb", "RefinedWebModel"}
@@ -54,16 +55,19 @@ _LAYER_TYPES = {"full_attention": "full", "sliding_attention": "window", "chunke
 
 
 def _int(cfg: dict[str, Any], key: str, value: Any) -> int:
-    """``value`` as an exact non-negative integer (a whole float such as 4096.0 is accepted)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value) or value < 0:
-        raise InvalidInputError(f"config.json {key} must be a non-negative integer, got {value!r}", field=key)
+    """``value`` as an exact non-negative integer within :data:`~llmco2.specs.limits.MAX_ARCH_VALUE`
+    (a whole float such as 4096.0 is accepted; a string, a fraction or NaN is not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)) \
+            or value != int(value) or not 0 <= value <= MAX_CONTEXT:
+        raise InvalidInputError(f"config.json {key} must be a non-negative integer (at most {MAX_CONTEXT:,}), got {value!r}",
+                                field=key)
     return int(value)
 
 
 def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
     for key in keys:
         if cfg.get(key) is not None:
-            return _int(cfg, key, cfg[key]) if not isinstance(cfg[key], str) and key not in _NON_INT else cfg[key]
+            return cfg[key] if key in _NON_INT else _int(cfg, key, cfg[key])
     return default
 
 

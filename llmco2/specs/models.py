@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llmco2.errors import InvalidInputError
+from llmco2.specs.limits import arch_limit
 from llmco2.specs.lookup import Catalog
 from llmco2.specs.toml_cache import load_toml
 
@@ -272,12 +273,12 @@ def validate_arch(arch: ModelArch) -> None:
     """Raise `InvalidInputError` naming the first invalid field of ``arch``."""
     for name in _POSITIVE[:7]:
         value = getattr(arch, name)
-        _require(isinstance(value, int) and not isinstance(value, bool) and value > 0,
-                 f"must be a positive integer, got {value!r}", name)
-    for name in (f.name for f in fields(ModelArch) if f.type == "int" and f.name not in _POSITIVE):
+        _require(isinstance(value, int) and not isinstance(value, bool) and 0 < value <= arch_limit(name),
+                 f"must be a positive integer (at most {arch_limit(name):,}), got {value!r}", name)
+    for name in (f.name for f in fields(ModelArch) if f.type == "int" and f.name not in _POSITIVE[:7]):
         value = getattr(arch, name)
-        _require(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
-                 f"must be a non-negative integer, got {value!r}", name)
+        _require(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= arch_limit(name),
+                 f"must be a non-negative integer (at most {arch_limit(name):,}), got {value!r}", name)
     mixers = arch.num_mamba_layers + arch.num_linear_layers + arch.num_mixer_free_layers
     _require(mixers <= arch.num_layers, f"mamba, linear-attention and mixer-free layers ({mixers}) exceed num_layers {arch.num_layers}",
              "num_layers")

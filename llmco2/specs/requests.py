@@ -9,6 +9,7 @@ from llmco2.errors import InvalidInputError
 from llmco2.specs.dtypes import DTYPE_BYTES, canonical_dtype
 from llmco2.specs.engines import DEFAULT_ENGINE, get_engine
 from llmco2.specs.gpus import GPU
+from llmco2.specs.limits import MAX_EXACT_INT, REQUEST_LIMITS, check_int
 from llmco2.specs.models import ModelArch
 
 WEIGHT_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
@@ -16,17 +17,8 @@ ACTIVATION_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8")
 
 
 def _positive_int(value: Any, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            as_float = float(value)
-        except (TypeError, ValueError):
-            raise InvalidInputError(f"must be an integer >= {minimum}, got {value!r}", field=name) from None
-        if not as_float.is_integer():
-            raise InvalidInputError(f"must be an integer >= {minimum}, got {value!r}", field=name)
-        value = int(as_float)
-    if value < minimum:
-        raise InvalidInputError(f"must be an integer >= {minimum}, got {value}", field=name)
-    return value
+    """``value`` as an integer from ``minimum`` to the field's limit (:data:`REQUEST_LIMITS`)."""
+    return check_int(value, name, minimum, REQUEST_LIMITS.get(name, MAX_EXACT_INT))
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ ZERO_ENERGY = "energy_j == 0"
 
 
 def import_argonne(path: Path) -> ImportResult:
-    src = read_csv(Path(path), required=REQUIRED)
+    src = read_csv(Path(path), required=REQUIRED, kind="argonne")
     n = len(src)
     num = {c: number(src, c, integer=c in ("num_devices", "input_len", "output_len", "batch_size"))
            for c in ("num_devices", "input_len", "output_len", "batch_size", "latency_s", "avg_power_W", "energy_J_est")}

@@ -30,6 +30,7 @@ import pandas as pd
 
 from llmco2.data.schema import validate
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import check_input_file
 
 ARCH_FIELDS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "vocab_size", "activation",
                "mlp_gated", "num_experts", "experts_per_token")
@@ -87,20 +88,18 @@ class Source:
 
 
 def check_file(path: str | Path) -> Path:
-    p = Path(path)
-    if not p.is_file():
-        raise InvalidInputError(f"no such file {str(p)!r}", field="path")
-    return p
+    return check_input_file(path, "path")
 
 
-def read_csv(path: Path, *, required: Sequence[str] = (), columns: Sequence[str] | None = None) -> Source:
+def read_csv(path: Path, *, required: Sequence[str] = (), columns: Sequence[str] | None = None, kind: str = "source") -> Source:
     """Read a CSV file into text columns, remembering the line each record starts on.
 
     ``columns`` given: the file has no header and every record must have exactly these fields
     (the first record is line 1). Otherwise the first record is the header, it must name every
     column of ``required``, and every record must have as many fields as the header. Blank lines
     are skipped. Quoted fields may span lines (the record's first line is kept). A file without
-    data rows is an error.
+    data rows is an error; one whose header (or first record) has little to do with the format is
+    said not to look like a ``kind`` file.
     """
     path = check_file(path)
     records: list[list[str]] = []
@@ -132,10 +131,13 @@ def read_csv(path: Path, *, required: Sequence[str] = (), columns: Sequence[str]
         if header is None:
             raise InvalidInputError(f"{path}: empty file (no header line)", field="path")
         names = header
+        missing = [c for c in required if c not in names]
+        if required and len(missing) == len(required):
+            raise InvalidInputError(f"{path} does not look like {_article(kind)} file (expected columns {', '.join(required)}; "
+                                    f"line {header_line} has {_preview(names)})", field="path")
         dupes = sorted({c for c in names if names.count(c) > 1})
         if dupes:
             raise InvalidInputError(f"{path}, line {header_line}: duplicate columns {', '.join(dupes)}", field="columns")
-        missing = [c for c in required if c not in names]
         if missing:
             raise InvalidInputError(f"{path}, line {header_line}: missing column(s) {', '.join(missing)}; "
                                     f"the header has {', '.join(names)}", field="columns")
@@ -144,6 +146,9 @@ def read_csv(path: Path, *, required: Sequence[str] = (), columns: Sequence[str]
     lines = np.asarray(starts, dtype=np.int64)
     width = np.fromiter((len(r) for r in records), dtype=np.int64, count=len(records))
     wrong = width != len(names)
+    if columns is not None and wrong[0]:
+        raise InvalidInputError(f"{path} does not look like {_article(kind)} file (expected {len(names)} fields per line: "
+                                f"{', '.join(names)}; line {int(lines[0])} has {int(width[0])})", field="path")
     if wrong.any():
         i = int(np.flatnonzero(wrong)[0])
         what = f"the header has {len(names)}" if columns is None else f"the format has {len(names)}: {', '.join(names)}"
@@ -151,6 +156,16 @@ def read_csv(path: Path, *, required: Sequence[str] = (), columns: Sequence[str]
                                 field="columns")
     data = pd.DataFrame(records, columns=names, dtype=object)
     return Source(path, data, lines)
+
+
+def _article(kind: str) -> str:
+    return f"an {kind}" if kind[:1].lower() in "aeiou" else f"a {kind}"
+
+
+def _preview(names: Sequence[str], n: int = 6) -> str:
+    """The first ``n`` fields of a header, each cut to 20 characters."""
+    shown = ", ".join(repr(x[:20]) for x in names[:n])
+    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def number(src: Source, column: str, *, integer: bool = False, required: bool = True) -> np.ndarray:

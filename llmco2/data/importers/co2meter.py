@@ -65,7 +65,7 @@ ZERO_ENERGY = "energy_j == 0 (recording failure)"
 
 
 def import_co2meter(path: Path) -> ImportResult:
-    src = read_csv(Path(path), columns=COLUMNS)
+    src = read_csv(Path(path), columns=COLUMNS, kind="co2meter")
     n = len(src)
     num = {c: number(src, c, integer=c in INTEGER_COLUMNS) for c in COLUMNS if c not in ("device", "model", "activation")}
 

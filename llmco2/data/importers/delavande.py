@@ -37,7 +37,7 @@ NO_DECODE = "decode row of a one-token response (no decode phase)"
 def import_delavande(path: Path) -> ImportResult:
     from llmco2.specs import get_gpu
 
-    src = read_csv(Path(path), required=REQUIRED)
+    src = read_csv(Path(path), required=REQUIRED, kind="delavande")
     n = len(src)
     prompt, response = number(src, "prompt_tokens", integer=True), number(src, "response_tokens", integer=True)
     src.fail_first(response < 1, "response_tokens", lambda i: f"{response[i]:g}: a response has at least one token")

@@ -48,7 +48,7 @@ ZERO_ENERGY = "energy_j == 0"
 
 
 def import_mlenergy_v2(path: Path) -> ImportResult:
-    src = read_csv(Path(path), required=REQUIRED)
+    src = read_csv(Path(path), required=REQUIRED, kind="mlenergy_v2")
     n = len(src)
     tp, pp, gpus = (number(src, c, integer=True) for c in ("TP", "PP", "num_gpus"))
     energy, out_tokens, batch = (number(src, c) for c in ("Energy/req (J)", "Avg Output Tokens", "Avg BS (reqs)"))

@@ -60,7 +60,7 @@ ZERO_ENERGY = "energy_j == 0"
 
 
 def import_mlenergy_v3(path: Path) -> ImportResult:
-    src = read_csv(Path(path), required=REQUIRED)
+    src = read_csv(Path(path), required=REQUIRED, kind="mlenergy_v3")
     n = len(src)
     gpus, tp, ep = (number(src, c, integer=True) for c in ("num_gpus", "tensor_parallel", "expert_parallel"))
     energy, out_len, batch = (number(src, c) for c in ("energy_per_request_joules", "avg_output_len", "avg_batch_size"))

@@ -54,7 +54,7 @@ DECODE_FLAG = "decode_time_inconsistent"
 
 
 def import_splitwise(path: Path) -> ImportResult:
-    src = read_csv(Path(path), required=REQUIRED)
+    src = read_csv(Path(path), required=REQUIRED, kind="splitwise")
     n = len(src)
     prompt, batch, tokens, tp = (number(src, c, integer=True) for c in ("prompt_size", "batch_size", "token_size", "tensor_parallel"))
     prompt_ms, token_ms, e2e_ms = (number(src, c) for c in ("prompt_time", "token_time", "e2e_time"))

@@ -93,7 +93,7 @@ def _parse_column(src: Source, column: str, parse, what: str) -> list:
 
 
 def import_tokenpowerbench(path: Path) -> ImportResult:
-    src = read_csv(Path(path), required=REQUIRED)
+    src = read_csv(Path(path), required=REQUIRED, kind="tokenpowerbench")
     n = len(src)
     duration, throughput, mj = (number(src, c) for c in ("duration", "throughput", "mj_per_token"))
     work = _parse_column(src, "workload", lambda v: (m := _WORKLOAD.fullmatch(v)) and (int(m.group(1)), int(m.group(2))),

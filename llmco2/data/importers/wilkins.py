@@ -53,7 +53,7 @@ LOAD_MODEL = "model-loading measurement (phase_tag 'load model'), not inference"
 
 
 def import_wilkins(path: Path) -> ImportResult:
-    src = read_csv(Path(path), required=REQUIRED)
+    src = read_csv(Path(path), required=REQUIRED, kind="wilkins")
     n = len(src)
     gpus, prompt, new_tokens = (number(src, c, integer=True) for c in ("num_gpus", "input_tokens", "max_new_tokens"))
     runtime, energy = number(src, "runtime_s"), number(src, "gpu_energy_J")

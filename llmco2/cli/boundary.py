@@ -1,0 +1,64 @@
+"""Checks at the command-line boundary, run before any work starts.
+
+* every option: no empty text (``--region ""`` is refused, not read as the default), no NaN or
+  infinite number, no integer beyond 2**53;
+* options that a command would ignore or that contradict each other are refused
+  (:data:`IGNORED_WITH_REQUESTS`, ``--out`` on a single request);
+* input files: missing, a directory or not a regular file (``/dev/zero``) are named as such;
+* output paths: ``cannot write PATH: reason`` (a directory, a file used as a folder, a folder that
+  does not exist or cannot be written) before anything is computed.
+
+Every failure is an :class:`~llmco2.errors.InvalidInputError`: exit code 2 and one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+
+from llmco2.errors import InvalidInputError
+from llmco2.file_checks import check_input_file, check_output_path
+from llmco2.specs.limits import MAX_EXACT_INT
+
+__all__ = ["check_combinations", "check_input_file", "check_output_path", "check_values"]
+
+log = logging.getLogger(__name__)
+
+#: Destinations that are not options (the sub-command names).
+_NOT_OPTIONS = ("command", "what")
+#: ``predict`` options that describe one request; with ``--requests`` the file's columns do.
+IGNORED_WITH_REQUESTS = {"model": None, "gpu": None, "gpus": None, "tp": None, "batch_size": None, "prompt_tokens": None,
+                         "gen_tokens": None, "json": False, "serving": False, "concurrency": None, "rate": None}
+
+
+def option_name(dest: str) -> str:
+    """``--batch-size`` for the destination ``batch_size``."""
+    return "--" + dest.replace("_", "-")
+
+
+def check_values(args: argparse.Namespace) -> None:
+    """No empty text, non-finite number or integer beyond 2**53 in any option."""
+    for dest, value in vars(args).items():
+        if dest in _NOT_OPTIONS or value is None or isinstance(value, bool):
+            continue
+        name = option_name(dest)
+        if isinstance(value, str) and not value.strip():
+            raise InvalidInputError("is empty; give a value or leave the option out for its default", field=name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidInputError(f"must be a finite number, got {value}", field=name)
+        if isinstance(value, int) and abs(value) > MAX_EXACT_INT:
+            raise InvalidInputError(f"{value} is out of range (at most {MAX_EXACT_INT:,} in size)", field=name)
+
+
+def check_combinations(args: argparse.Namespace) -> None:
+    """Options that the command would ignore, or that contradict each other."""
+    if args.command == "predict":
+        if getattr(args, "requests", None):
+            given = [option_name(d) for d, default in IGNORED_WITH_REQUESTS.items() if getattr(args, d, default) != default]
+            if given:
+                raise InvalidInputError(f"{', '.join(given)} apply to a single request, not to --requests FILE (its columns "
+                                        "give each request); leave them out", field="--requests")
+        elif getattr(args, "out", None) is not None:
+            raise InvalidInputError("only applies with --requests FILE; a single request prints its prediction "
+                                    "(--json for a machine-readable copy)", field="--out")

@@ -1,0 +1,81 @@
+"""Checks of the files a command reads and writes, before any work starts.
+
+Input: missing, a directory, or not a regular file (``/dev/zero``, a FIFO) are each named as
+such. Output: ``cannot write PATH: reason`` (a directory, a file used as a folder, a folder that
+does not exist or cannot be written). Both raise :class:`~llmco2.errors.InvalidInputError`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from llmco2.errors import InvalidInputError
+
+
+def check_input_file(path: str | Path, field: str) -> Path:
+    """``path`` if it is a readable regular file; otherwise what it is instead."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise InvalidInputError(f"no such file {str(p)!r}", field=field) from None
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {str(p)!r}: {exc.strerror or exc}", field=field) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InvalidInputError(f"{str(p)!r} is a directory; give a file", field=field)
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidInputError(f"{str(p)!r} is not a regular file; give a file", field=field)
+    if not os.access(p, os.R_OK):
+        raise InvalidInputError(f"cannot read {str(p)!r}: permission denied", field=field)
+    return p
+
+
+def check_output_path(path: str | Path, field: str = "--out", suffixes: tuple[str, ...] = ()) -> Path:
+    """``path`` if a file can be written there (checked by creating and removing a temporary file
+    in its folder); else ``cannot write PATH: reason``. ``suffixes``: the accepted file types."""
+    p = Path(path)
+
+    def refuse(reason: str) -> InvalidInputError:
+        return InvalidInputError(f"cannot write {p}: {reason}", field=field)
+
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise refuse(f"unknown file type {p.suffix or '(none)'!r}; use {' or '.join(suffixes)}")
+    if p.is_dir():
+        raise refuse("it is a directory; give a file name")
+    if p.exists() and not p.is_file():
+        raise refuse("it exists and is not a regular file")
+    folder = p.parent
+    for above in [folder, *folder.parents]:
+        if above.exists():
+            if not above.is_dir():
+                raise refuse(f"{above} is a file, not a folder")
+            break
+    if not folder.exists():
+        raise refuse(f"folder {folder} does not exist")
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=f".{p.name}.", suffix=".probe"):
+            pass
+    except OSError as exc:
+        reason = {errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+                  errno.EROFS: "read-only file system"}.get(exc.errno or 0, exc.strerror or str(exc))
+        raise refuse(f"{reason} (folder {folder})") from None
+    if p.exists() and not os.access(p, os.W_OK):
+        raise refuse("the existing file is read-only")
+    return p
+
+
+def check_output_folder(path: str | Path, field: str = "--out") -> Path:
+    """``path`` if files can be written in it (it is created later when missing); else
+    ``cannot write PATH: reason``."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InvalidInputError(f"cannot write {p}: it is a file, not a folder", field=field)
+    existing = next(a for a in [p, *p.parents] if a.exists() or a == Path(a.anchor or "."))
+    if not existing.is_dir():
+        raise InvalidInputError(f"cannot write {p}: {existing} is a file, not a folder", field=field)
+    check_output_path(existing / "probe", field)
+    return p

@@ -1,0 +1,62 @@
+"""Ranges every number crossing the boundary (command line, request files, config.json, Hydra
+configs) must lie in.
+
+The analytic arithmetic runs in float64 on counts that arrive as int64, so the bounds keep every
+count exact and every product finite, with room above the largest real value: a batch of
+1,048,576 sequences, 134 million prompt or generated tokens, 65,536 GPUs, architecture sizes of
+16.7 million (a context of a billion tokens).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from llmco2.errors import InvalidInputError
+
+#: Largest value of each request count.
+REQUEST_LIMITS = {"batch_size": 2**20, "prompt_tokens": 2**27, "generated_tokens": 2**27, "num_gpus": 2**16,
+                  "tensor_parallel": 2**16}
+#: Largest value of an architecture size (``max_context``: :data:`MAX_CONTEXT`).
+MAX_ARCH_VALUE = 2**24
+MAX_CONTEXT = 2**30
+#: Integers beyond this are refused wherever they appear (the float64 mantissa holds them exactly).
+MAX_EXACT_INT = 2**53
+
+
+def arch_limit(name: str) -> int:
+    """Largest value of the architecture field ``name``."""
+    return MAX_CONTEXT if name == "max_context" else MAX_ARCH_VALUE
+
+
+def check_int(value: Any, name: str, minimum: int, maximum: int, what: str = "") -> int:
+    """``value`` as an int in ``[minimum, maximum]``: an int, or a whole finite float (``4096.0``)
+    or its text; anything else (bool, fractional, NaN, out of range) is an
+    :class:`InvalidInputError` naming ``name`` and the range."""
+    def bad() -> InvalidInputError:
+        return InvalidInputError(f"{what}must be an integer from {minimum:,} to {maximum:,}, got {value!r}", field=name)
+
+    if isinstance(value, bool):
+        raise bad()
+    if not isinstance(value, int):
+        try:
+            as_float = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise bad() from None
+        if not math.isfinite(as_float) or not as_float.is_integer():
+            raise bad()
+        value = int(as_float)
+    if not minimum <= value <= maximum:
+        raise bad()
+    return value
+
+
+def check_float(value: Any, name: str, minimum: float, maximum: float, unit: str = "") -> float:
+    """``value`` as a finite float in ``[minimum, maximum]``, else an :class:`InvalidInputError`."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        x = math.nan
+    if isinstance(value, bool) or not math.isfinite(x) or not minimum <= x <= maximum:
+        raise InvalidInputError(f"must be a number from {minimum:g} to {maximum:g}{unit}, got {value!r}", field=name)
+    return x
