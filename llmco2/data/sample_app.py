@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,9 @@ def run_focused_loop(cfg: DictConfig) -> dict[str, Any]:
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Dispatch on ``cfg.task``."""
+    from llmco2.config_checks import check_sample_config
+
+    check_sample_config(cfg)
     task = str(cfg.get("task", "sample"))
     if task not in TASKS:
         raise InvalidInputError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}", field="task")
@@ -100,7 +104,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="sample")
 def main(cfg: DictConfig) -> None:
-    print(json.dumps(run(cfg), indent=2))
+    try:
+        metrics = run(cfg)
+    except InvalidInputError as exc:
+        sys.stderr.write(f"llmco2: error: {exc}\n")
+        raise SystemExit(2) from None
+    print(json.dumps(metrics, indent=2))
 
 
 if __name__ == "__main__":

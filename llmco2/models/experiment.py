@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,9 @@ def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
+    from llmco2.config_checks import check_experiment_config
+
+    check_experiment_config(cfg)  # before anything is written or loaded
     out = Path(out_dir or cfg.get("out_dir") or ".")
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
@@ -221,13 +225,34 @@ def evaluate(model: Any, table: pd.DataFrame) -> dict[str, Any]:
     return {**_metrics(frame), "excluded_rows": data.excluded}
 
 
+def misplaced_overrides(overrides: list[str]) -> str | None:
+    """A message for a trainer setting given at the top level (``lr=-1`` for ``trainer.lr=-1``),
+    which Hydra would refuse with several lines; None when there is none."""
+    from llmco2.config_checks import TRAINER_SCHEMA
+
+    for text in overrides:
+        key, eq, value = text.partition("=")
+        if eq and key in TRAINER_SCHEMA:
+            return f"{key}: is a trainer setting; write trainer.{key}={value}"
+    return None
+
+
 def main() -> None:  # pragma: no cover - thin wrapper
     import hydra
     from hydra.core.hydra_config import HydraConfig
 
+    misplaced = misplaced_overrides(sys.argv[1:])
+    if misplaced:
+        sys.stderr.write(f"llmco2: error: {misplaced}\n")
+        raise SystemExit(2)
+
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
     def _run(cfg: Any) -> float:
-        metrics = train(cfg, HydraConfig.get().runtime.output_dir)
+        try:
+            metrics = train(cfg, HydraConfig.get().runtime.output_dir)
+        except InvalidInputError as exc:
+            sys.stderr.write(f"llmco2: error: {exc}\n")
+            raise SystemExit(2) from None
         return float(metrics["test"]["mape"])
 
     _run()

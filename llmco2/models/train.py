@@ -59,6 +59,11 @@ class TrainConfig:
     engine_dropout: float = 0.05  # share of training graphs shown as engine "unknown" per batch
     threads: int = 0  # 0: torch default
 
+    def __post_init__(self) -> None:
+        from llmco2.config_checks import TRAIN_SCHEMA, check_mapping
+
+        check_mapping(asdict(self), TRAIN_SCHEMA)
+
 
 @dataclass
 class TrainHistory:

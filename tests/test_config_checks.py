@@ -1,0 +1,62 @@
+"""Hydra configs and training settings are checked, with one line, before any data loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from llmco2.config_checks import check_experiment_config
+from llmco2.data.sample_app import run as run_sample_app
+from llmco2.errors import InvalidInputError
+from llmco2.models.experiment import CONF_DIR, misplaced_overrides, train
+from llmco2.models.train import TrainConfig
+
+
+def _compose(name: str, overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
+
+
+@pytest.mark.parametrize("override, mention", [
+    ("trainer.max_epochs=five", "trainer.max_epochs: must be an integer"),
+    ("trainer.max_epochs=2.5", "trainer.max_epochs"),
+    ("trainer.lr=-1", "trainer.lr: must be a number"),
+    ("trainer.lr=nan", "trainer.lr"),
+    ("trainer.batch_size=true", "trainer.batch_size"),
+    ("seed=1.5", "seed"),
+    ("model.predictor.config.dropout=1.5", "model.predictor.config.dropout"),
+])
+def test_bad_experiment_settings_fail_before_data_loads(override: str, mention: str, tmp_path: Path) -> None:
+    cfg = _compose("train", [override])
+    out = tmp_path / "run"
+    with pytest.raises(InvalidInputError, match=mention.replace(".", r"\.")):
+        train(cfg, out)
+    assert not out.exists()  # nothing written, no data read
+
+
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")))
+def test_shipped_experiment_configs_pass(experiment: str) -> None:
+    overrides = [f"+experiment={experiment}"] + (["split.holdout=x"] if "transfer" in experiment else [])
+    check_experiment_config(_compose("train", overrides))
+
+
+def test_trainer_setting_at_the_top_level_is_pointed_to_its_group() -> None:
+    assert misplaced_overrides(["lr=-1"]) == "lr: is a trainer setting; write trainer.lr=-1"
+    assert misplaced_overrides(["trainer.lr=0.01", "model=gbt"]) is None
+
+
+@pytest.mark.parametrize("override", ["n=3.5", "n=0", "n=five", "seed=-1"])
+def test_bad_sample_settings(override: str, tmp_path: Path) -> None:
+    cfg = _compose("sample", [override, f"out={tmp_path / 's.csv'}"])
+    with pytest.raises(InvalidInputError, match=override.split("=")[0]):
+        run_sample_app(cfg)
+    assert not (tmp_path / "s.csv").exists()
+
+
+@pytest.mark.parametrize("kwargs", [{"max_epochs": "five"}, {"lr": -1.0}, {"hidden": 2.5}, {"patience": True},
+                                    {"batch_size": 0}])
+def test_train_config_refuses_wrong_types_and_ranges(kwargs: dict) -> None:
+    with pytest.raises(InvalidInputError, match=next(iter(kwargs))):
+        TrainConfig(**kwargs)
