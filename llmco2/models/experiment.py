@@ -197,7 +197,11 @@ def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
     split.save(table, out)
     parts = {p: energy_data(split.frame(table, p)) for p in split.parts}
     model = instantiate(cfg.model.predictor)
-    model.fit(parts["train"], parts.get("val"), progress=True)
+    if hasattr(model, "history"):  # the GNN: last and best checkpoints after every epoch; resume=true continues
+        model.fit(parts["train"], parts.get("val"), progress=True, checkpoint_dir=out / "checkpoints",
+                  resume=bool(cfg.get("resume", False)))
+    else:
+        model.fit(parts["train"], parts.get("val"), progress=True)
     test = parts["test"]
     frame = predictions_frame(model, test)
     frame.to_csv(out / "predictions.csv", index=False)

@@ -35,6 +35,7 @@ from llmco2.models.checkpoint_file import read_checkpoint
 from llmco2.models.head import OutputHead, PhasePrediction
 from llmco2.models.numpy_forward import SageForward, StructureGroups, forward_threads, structure_groups
 from llmco2.models.physics import Item
+from llmco2.models.training_state import is_training_state
 
 __all__ = ["PIPELINE_ROWS", "InferenceModel", "SageForward", "StructureGroups", "concat_predictions",
            "load_inference", "structure_groups", "take_rows"]
@@ -76,7 +77,8 @@ class InferenceModel:
                 f"this llmco2 computes version {FEATURE_SCHEMA_VERSION}; retrain it", field="checkpoint")
         cfg = meta.get("config", {})
         try:
-            net = SageForward.from_state_dict(dict(tensors), int(cfg.get("num_layers", 2)), bool(cfg.get("use_graph", True)))
+            weights = {k: v for k, v in tensors.items() if not is_training_state(k)}  # a training run's `last` also loads
+            net = SageForward.from_state_dict(weights, int(cfg.get("num_layers", 2)), bool(cfg.get("use_graph", True)))
             return cls(net, FeatureScaler.from_state_dict(meta["scaler"]), OutputHead.from_state_dict(meta["head"]), meta, source)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise InvalidInputError(f"{source or 'the checkpoint'} is not a complete llmco2 checkpoint "

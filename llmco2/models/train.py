@@ -34,6 +34,7 @@ from llmco2.models.intervals import IntervalCalibration
 from llmco2.models.physics import row_values
 from llmco2.models.physics_fit import fit_physics
 from llmco2.models.targets import EnergyTarget, phase_energy
+from llmco2.models.training_state import is_training_state, load_epoch, run_fingerprint, save_epoch
 from llmco2.specs import GPU, UNKNOWN_ENGINE, ModelArch, Request
 
 log = logging.getLogger(__name__)
@@ -142,10 +143,13 @@ class GNNPredictor:
 
     # -- training -----------------------------------------------------------------------------------
     def fit(self, train: EnergyData, val: EnergyData | None = None, progress: bool = False,
-            latency_data: EnergyData | None = None) -> TrainHistory:
+            latency_data: EnergyData | None = None, checkpoint_dir: str | Path | None = None,
+            resume: bool = False) -> TrainHistory:
         """Fit the physics prior (on ``latency_data``'s latencies, default: the training rows'),
         then the network on ``train`` with early stopping on ``val``; calibrate the intervals on
-        ``val``."""
+        ``val``. With ``checkpoint_dir``, ``last`` and ``best`` checkpoints are written there after
+        every epoch (:mod:`llmco2.models.training_state`); ``resume`` continues from ``last`` to the
+        same result as an uninterrupted run."""
         cfg = self.config
         if not len(train.energy_j):
             raise InvalidInputError("no training rows with positive energy", field="data")
@@ -177,7 +181,17 @@ class GNNPredictor:
         best, best_loss, stale = None, float("inf"), 0
         start = time.perf_counter()
         n = len(train.energy_j)
-        for epoch in range(cfg.max_epochs):
+        folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        fingerprint = run_fingerprint(self, n, len(val.energy_j) if val is not None else 0)
+        first_epoch = 0
+        if resume:
+            if folder is None:
+                raise InvalidInputError("resume=true needs the folder of the interrupted run's checkpoints", field="resume")
+            first_epoch, best, best_loss, stale = load_epoch(folder, self, opt, rng, fingerprint)
+        for epoch in range(first_epoch, cfg.max_epochs):
+            improved = False
+            if val_parts is not None and stale >= cfg.patience:
+                break  # the interrupted run had already stopped early
             self.net.train()
             order = rng.permutation(n)
             total = 0.0
@@ -198,15 +212,19 @@ class GNNPredictor:
                 val_pred = phase_energy(self._quick_energy(val_parts)[val.config], val.phase)
                 vloss = float(np.mean(np.abs(np.log(val_pred) - np.log(val.energy_j))))
                 self.history.val_loss.append(vloss)
-                if vloss < best_loss - 1e-5:
+                improved = vloss < best_loss - 1e-5
+                if improved:
                     best, best_loss, stale = copy.deepcopy(self.net.state_dict()), vloss, 0
                     self.history.best_epoch = epoch
                 else:
                     stale += 1
                 if progress and epoch % 10 == 0:
                     log.info("epoch %d train %.4f val %.4f", epoch, self.history.train_loss[-1], vloss)
-                if stale >= cfg.patience:
-                    break
+            if folder is not None:
+                save_epoch(folder, self, opt, rng, epoch, best, best_loss, stale, fingerprint,
+                           improved=val_parts is not None and improved)
+            if val_parts is not None and stale >= cfg.patience:
+                break
         if best is not None:
             self.net.load_state_dict(best)
         if val is not None and len(val.energy_j):
@@ -268,12 +286,15 @@ class GNNPredictor:
                      for a in (out.energy_j, out.energy_low_j, out.energy_high_j))
 
     # -- checkpoints ---------------------------------------------------------------------------------
-    def save(self, path: str | Path) -> Path:
-        """Write the checkpoint (safetensors weights + JSON metadata, :mod:`llmco2.models.checkpoint_file`)."""
+    def save(self, path: str | Path, extra_tensors: dict[str, Any] | None = None,
+             extra_meta: dict[str, Any] | None = None) -> Path:
+        """Write the checkpoint (safetensors weights + JSON metadata, :mod:`llmco2.models.checkpoint_file`);
+        ``extra_*``: training state stored beside the predictor (:mod:`llmco2.models.training_state`)."""
         if self.net is None or self.scaler is None or self.head is None:
             raise InvalidInputError("the predictor is not trained", field="checkpoint")
         tensors = {k: v.detach().cpu().numpy() for k, v in self.net.state_dict().items()}
-        return write_checkpoint(path, tensors, {
+        tensors.update(extra_tensors or {})
+        return write_checkpoint(path, tensors, {**(extra_meta or {}),
             "format": CHECKPOINT_FORMAT, "kind": "llmco2-gnn", "feature_schema_version": FEATURE_SCHEMA_VERSION,
             "config": asdict(self.config), "scaler": self.scaler.state_dict(),
             "head": self.head.state_dict(), "target": self.head.target.state_dict(), "domain": self.head.domain,
@@ -296,7 +317,7 @@ class GNNPredictor:
         model.net = LLMCO2Net(len(model.scaler.node_mean), len(model.scaler.global_mean), cfg.hidden, cfg.num_layers, 2,
                               cfg.dropout, cfg.use_graph)
         try:
-            model.net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()})
+            model.net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items() if not is_training_state(k)})
         except RuntimeError as exc:
             raise InvalidInputError(f"{p}: its weights do not match its configuration ({str(exc).splitlines()[0][:120]})",
                                     field="checkpoint") from None
