@@ -91,6 +91,8 @@ def run_serving(args: argparse.Namespace) -> int:
     from llmco2.models.predict import load_predictor
     from llmco2.serving.api import serve, server_setup
 
+    if getattr(args, "gpus", None) is None:
+        args.gpus = 1  # --gpus defaults to one GPU (None only marks it as not given)
     _check(args)
     copies = args.batch_size or 1
     if copies < 1:
