@@ -8,8 +8,11 @@ the command-line choices on top.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from llmco2.errors import InvalidInputError
@@ -68,9 +71,31 @@ def cmd_sample(args: argparse.Namespace) -> int:
         params["max_prompt"] = int(max(t["prompt_tokens"].max() for t in traces))
         params["max_generated"] = int(max(t["generated_tokens"].max() for t in traces))
         sampler = sampling.RandomSampler(**params)
-    frame = sampler.sample(args.n, seed=args.seed)
-    sampling.to_csv(frame, out)
+    rows = _write_blocks(sampler.sample_blocks(args.n, seed=args.seed), out)
     report = getattr(sampler, "last_report", None)
     dropped = f"; {report}" if report is not None and str(report) else ""
-    sys.stderr.write(f"wrote {len(frame)} {args.strategy} configurations to {out} in {time.perf_counter() - start:.2f} s{dropped}\n")
+    sys.stderr.write(f"wrote {rows} {args.strategy} configurations to {out} in {time.perf_counter() - start:.2f} s{dropped}\n")
     return 0
+
+
+def _write_blocks(frames: Iterator[Any], out: Path) -> int:
+    """Write the sample frames one after the other to a temporary file beside ``out``, renamed to
+    ``out`` when complete (removed if anything stops it). Returns the rows written."""
+    from llmco2.data.sampling import check_samples, to_csv
+
+    tmp = out.with_name(f".{out.name}.sample.tmp")
+    rows = 0
+    try:
+        for frame in frames:
+            if rows == 0:
+                to_csv(frame, tmp.with_suffix(".csv"))
+                os.replace(tmp.with_suffix(".csv"), tmp)
+            else:
+                check_samples(frame).to_csv(tmp, mode="a", header=False, index=False)
+            rows += len(frame)
+            del frame
+        os.replace(tmp, out)
+    finally:
+        for leftover in (tmp, tmp.with_suffix(".csv")):
+            leftover.unlink(missing_ok=True)
+    return rows

@@ -4,7 +4,7 @@ A (architectures, :mod:`.architectures`) x I (inference configs, :mod:`.inferenc
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -181,6 +181,12 @@ class FocusedSampler(_Sampler):
         if self.perturb_probability > 0 and self.variants_per_model > 0:
             self._pool = self._variant_pool(seed)
         return super().sample(n, seed)
+
+    def sample_blocks(self, n: int, seed: int = 0, block: int | None = None) -> Iterator[pd.DataFrame]:
+        """As :meth:`_Sampler.sample_blocks`, every block drawing from the architecture variants of ``seed``."""
+        if self.perturb_probability > 0 and self.variants_per_model > 0:
+            self._pool = self._variant_pool(seed)
+        return super().sample_blocks(n, seed, block)
 
     def architectures(self, seed: int = 0) -> pd.DataFrame:
         """The architecture set A for ``seed``: the base models and their perturbed variants."""
