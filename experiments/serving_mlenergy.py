@@ -43,13 +43,12 @@ from llmco2.data.paths import shared_data
 from llmco2.errors import InvalidInputError
 from llmco2.models.metrics import scores
 from llmco2.models.predict import default_checkpoint_path, load_predictor
-from llmco2.serving import GridCostModel, SchedulerConfig, Workload, idle_power_w, memory_budget, simulate, trace_lengths
+from llmco2.serving import GridCostModel, SchedulerConfig, Workload, idle_power_w, memory_budget, simulate
 from llmco2.serving.api import server_setup, steady_state
+from llmco2.serving.mlenergy import BITS_DTYPE, TASK_TRACE, lengths  # noqa: F401  (TASK_TRACE re-exported)
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent
-BITS_DTYPE = {16: "bf16", 8: "fp8", 4: "fp4"}
-TASK_TRACE = {"chat": "conv", "lm-arena-chat": "conv", "gpqa": "conv", "code": "code", "sourcegraph-fim": "code"}
 MIN_REQUESTS, MAX_REQUESTS = 300, 6000
 
 
@@ -65,15 +64,6 @@ def load_rows() -> tuple[pd.DataFrame, dict[str, int]]:
     rows = pd.concat(frames, ignore_index=True)
     rows["row_id"] = rows["release"] + ":" + rows["source_row"].astype(str)
     return rows, dropped
-
-
-def lengths(task: str, mean_output: float, n: int, seed: int, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt and output lengths for ``n`` requests of ``task`` (see the module docstring)."""
-    prompt, output, _ = trace_lengths(TASK_TRACE[task], n, seed)
-    output = np.maximum(np.rint(output * (mean_output / output.mean())), 1).astype(np.int64)
-    prompt = np.minimum(prompt, max_tokens // 2)
-    output = np.minimum(output, max_tokens - prompt)
-    return prompt, output
 
 
 def simulate_row(row: pd.Series, costs: dict, predictor) -> dict:
