@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from llmco2.models.step_fit import fit_step_params
+from llmco2.models.step_isolated import SPLITWISE_ENGINE, IsolatedRows, isolated_rows
 from llmco2.models.step_physics import EngineOverhead, StepParams
 from llmco2.serving.mlenergy import ServingRows, mix_builds, serving_rows
 from llmco2.serving.physics_params import family, params_path
@@ -72,10 +73,37 @@ def measured(rows: pd.DataFrame) -> pd.DataFrame:
                          "power": pd.to_numeric(rows.get("avg_power_w"), errors="coerce").to_numpy(float)}, index=rows.index)
 
 
+#: Isolated batch runs fitted together with the serving rows (set by :func:`main`); ``None`` fits
+#: the serving rows alone.
+ISOLATED: IsolatedRows | None = None
+
+
+def _isolated_mask(sr: ServingRows, mask: np.ndarray) -> np.ndarray:
+    """The isolated rows that may enter a fit whose serving rows are ``mask``: those of GPUs and
+    models that the held-out serving rows do not name (a held-out GPU or model is held out of
+    every source)."""
+    assert ISOLATED is not None
+    held = sr.rows[~mask]
+    rows = ISOLATED.rows
+    out = np.ones(len(rows), dtype=bool)
+    if len(held):
+        kept = sr.rows[mask]
+        for col in ("device", "model"):
+            gone = set(held[col]) - set(kept[col])
+            out &= ~rows[col].isin(gone).to_numpy()
+    return out
+
+
 def _fit(sr: ServingRows, mask: np.ndarray, source: str) -> StepParams:
     releases = set(sr.rows["release"][mask])
-    engines = [e for e, rel in (("vllm", "v3"), ("vllm-v0", "v2")) if rel in releases]
-    return fit_step_params(sr.observations(mask), engines, source=source)[0]
+    engines = online = [e for e, rel in (("vllm", "v3"), ("vllm-v0", "v2")) if rel in releases]
+    obs = sr.observations(mask)
+    if ISOLATED is not None:
+        imask = _isolated_mask(sr, mask)
+        obs = obs + ISOLATED.observations(imask)
+        engines = sorted(set(engines) | {ISOLATED.decode.engines[i] for i in np.flatnonzero(imask)})
+    fitted = fit_step_params(obs, engines, source=source, online_engines=online)[0]
+    return replace(fitted, engines={k: v for k, v in fitted.engines.items() if k != SPLITWISE_ENGINE})
 
 
 def _loss(sr: ServingRows, mask: np.ndarray, p: StepParams) -> float:
@@ -150,16 +178,18 @@ def intervals(sr: ServingRows, splits: dict) -> tuple[dict, list[str]]:
     a, h = res["leave GPU out: v2 A100-40GB"], res["leave GPU out: H100 (v2 + v3)"]
     lomo = res["v3 H100 leave one model out"]
     lines = ["| held-out rows | interval from | coverage of the 10-90% interval |", "|---|---|---|"]
+    width = QUANTILES[1] - QUANTILES[0]
     for test, train, label in ((a, h, "v2 A100-40GB"), (h, a, "H100 (v2 + v3)")):
-        lo, hi = np.quantile(train, QUANTILES)
-        lines.append(f"| {label} | the other GPU's held-out residuals | {np.mean((test >= lo) & (test <= hi)) * 100:.0f}% |")
+        half = np.quantile(np.abs(train), width)
+        lines.append(f"| {label} | the other GPU's held-out residuals (symmetric: the sign of a new GPU's bias is unknown) | "
+                     f"{np.mean(np.abs(test) <= half) * 100:.0f}% |")
     known = [float(q) for q in np.quantile(lomo, QUANTILES)]
-    new = [float(q) for q in np.quantile(np.concatenate([a, h]), QUANTILES)]
-    centre, half = (known[0] + known[1]) / 2, np.hypot((known[1] - known[0]) / 2, (new[1] - new[0]) / 2)
-    shipped = {"new_gpu": [float(centre - half), float(centre + half)], "known_gpu": known,
+    # never narrower than the known-GPU interval: a new GPU adds its transfer error to a new model's
+    half = max(float(np.quantile(np.abs(np.concatenate([a, h])), width)), abs(known[0]), abs(known[1]))
+    shipped = {"new_gpu": [-half, half], "known_gpu": known,
                "source": "10-90% quantiles of log(measured / predicted) J per output token: v3 H100 leave-one-model-out "
-                         "residuals (known_gpu); new_gpu adds the spread of the leave-one-GPU-out residuals in quadrature (a new "
-                         "GPU adds its transfer error to a new model's), of experiments/serving_physics.py"}
+                         "residuals (known_gpu); new_gpu is symmetric (the sign of a new GPU's bias is unknown), its half-width "
+                         "the 80% quantile of |log residual| of the leave-one-GPU-out rows, at least as wide as known_gpu, of experiments/serving_physics.py"}
     return shipped, lines
 
 
@@ -175,11 +205,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "results" / "serving_physics.md"))
     ap.add_argument("--write", action="store_true", help="write llmco2/serving/data/step_physics.json")
+    ap.add_argument("--serving-only", action="store_true", help="fit on the serving rows alone (no isolated batch runs)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     from experiments.serving_mlenergy import load_rows
 
+    global ISOLATED
     rows, dropped = load_rows()
+    if not args.serving_only:
+        from llmco2.data.importers import import_all
+        from llmco2.data.paths import shared_data
+
+        ISOLATED = isolated_rows(import_all(shared_data())[0])
     builds = {k: serving_rows(rows, k) for k in PROMPT_SCALES}
     sr = builds[1.0]
     splits = split_rows(builds)

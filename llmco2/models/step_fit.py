@@ -34,7 +34,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
 # dynamic range (dense GEMMs run data-centre GPUs at their power limit); serving rows are mostly
 # memory-bound decode and cannot pin it, so without this bound a fit may assign all power to memory
 # traffic, which would make compute-bound steps on another GPU draw too little.
-ENGINE_BOUNDS = {"step_s": (0.05e-3, 50e-3), "sequence_s": (0.5e-6, 2e-3)}
+ENGINE_BOUNDS = {"step_s": (0.05e-3, 50e-3), "sequence_s": (0.5e-6, 2e-3), "launch_s": (0.5e-6, 500e-6),
+                 "serving_sequence_s": (0.1e-6, 2e-3)}
 #: Scale of the pseudo-Huber loss on log errors: quadratic below about 10%, linear beyond.
 ROBUST_SCALE = 0.1
 LOG_SCALE = {"kernel_gap_s", "collective_s", "step_s", "sequence_s"}
@@ -50,7 +51,14 @@ class Observation:
     weight: float = 1.0
 
 
-def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str]) -> tuple[Array, Array, Array]:
+def _engine_fields(oh: EngineOverhead, online: bool) -> tuple[str, ...]:
+    """Fitted overheads of an engine: the per-kernel launch cost only where the host launches
+    every kernel (no CUDA graphs; with graphs it never binds), the online front end's cost only
+    where serving rows ran the engine (``online``)."""
+    return ("step_s", "sequence_s", *(() if oh.cuda_graphs else ("launch_s",)), *(("serving_sequence_s",) if online else ()))
+
+
+def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str], online: Sequence[str]) -> tuple[Array, Array, Array]:
     x, lo, hi = [], [], []
     for n in names:
         v, (a, b) = getattr(p, n), BOUNDS[n]
@@ -60,36 +68,43 @@ def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str]) -> tuple[
         hi.append(np.log(b) if n in LOG_SCALE else b)
     for e in engines:
         oh = p.engine(e)
-        for f, (a, b) in ENGINE_BOUNDS.items():
+        for f in _engine_fields(oh, e in online):
+            a, b = ENGINE_BOUNDS[f]
             x.append(np.log(min(max(getattr(oh, f), a * 1.0001), b * 0.9999)))
             lo.append(np.log(a))
             hi.append(np.log(b))
     return np.array(x), np.array(lo), np.array(hi)
 
 
-def _unpack(x: Array, base: StepParams, names: Sequence[str], engines: Sequence[str]) -> StepParams:
+def _unpack(x: Array, base: StepParams, names: Sequence[str], engines: Sequence[str], online: Sequence[str]) -> StepParams:
     kw = {n: float(np.exp(x[i]) if n in LOG_SCALE else x[i]) for i, n in enumerate(names)}
     eng = dict(base.engines)
     j = len(names)
     for e in engines:
         oh = base.engine(e)
-        eng[e] = EngineOverhead(float(np.exp(x[j])), float(np.exp(x[j + 1])), oh.launch_s, oh.cuda_graphs)
-        j += 2
+        fields = _engine_fields(oh, e in online)
+        values = {f: float(np.exp(x[j + i])) for i, f in enumerate(fields)}
+        eng[e] = replace(oh, **values)
+        j += len(fields)
     return StepParams(**{**{k: getattr(base, k) for k in ("eta_network",)}, **{k: getattr(base, k) for k in BOUNDS}, **kw},
                       engines=eng, source=base.source)
 
 
 def fit_step_params(observations: Sequence[Observation], fit_engines: Sequence[str], base: StepParams | None = None,
-                    names: Sequence[str] = tuple(BOUNDS), source: str = "") -> tuple[StepParams, dict[str, float]]:
-    """Fitted constants and, per observation group, the median absolute percentage error after the fit."""
+                    names: Sequence[str] = tuple(BOUNDS), source: str = "",
+                    online_engines: Sequence[str] | None = None) -> tuple[StepParams, dict[str, float]]:
+    """Fitted constants and, per observation group, the median absolute percentage error after the fit.
+    ``online_engines``: engines whose online front-end cost is fitted too (those that serving rows
+    ran; default all of ``fit_engines``)."""
+    online = list(fit_engines if online_engines is None else online_engines)
     base = base or StepParams()
     obs = [o for o in observations if len(o.measured)]
     if not obs:
         raise ValueError("no observations to fit the step physics on")
-    x0, lo, hi = _pack(base, names, fit_engines)
+    x0, lo, hi = _pack(base, names, fit_engines, online)
 
     def residuals(x: Array) -> Array:
-        p = _unpack(x, base, names, fit_engines)
+        p = _unpack(x, base, names, fit_engines, online)
         parts = []
         for o in obs:
             pred = np.maximum(o.predict(p), 1e-12)
@@ -100,7 +115,7 @@ def fit_step_params(observations: Sequence[Observation], fit_engines: Sequence[s
         return np.concatenate(parts)
 
     res = least_squares(residuals, x0, bounds=(lo, hi), max_nfev=400)
-    fitted = _unpack(res.x, base, names, fit_engines)
+    fitted = _unpack(res.x, base, names, fit_engines, online)
     fitted = replace(fitted, source=source or fitted.source)
     report = {o.name: float(np.median(np.abs(o.predict(fitted) / o.measured - 1.0)) * 100) for o in obs}
     log.info("step physics fit: %s", ", ".join(f"{k} {v:.1f}%" for k, v in report.items()))

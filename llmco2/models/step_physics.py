@@ -12,6 +12,9 @@ embedding / final norm / LM head:
 * ``t_gpu = sum_k t_k`` and, with CUDA graphs, ``t = t_gpu + step + seqs x per_sequence``; an
   engine that launches kernels from the host (no graphs) waits for the slower of the two:
   ``t = max(t_gpu, kernels x launch) + step + seqs x per_sequence`` (the engine's overheads, s);
+  an online server (requests arriving over HTTP, tokens streamed back) adds its front end's cost
+  per sequence and step where the engine runs it in the step loop (``serving_sequence``: output
+  processing, incremental detokenisation and streaming), zero in an offline batch run;
 * power per GPU: ``idle + (limit - idle) x clip(base + a_c x u_c + a_m x u_m, 0, 1)`` with
   ``u_c = sum C_k / t`` and ``u_m = sum M_k / t`` the shares of the step that the arithmetic units and
   the memory system would be busy at their peaks (W); energy = power x t x GPUs (J).
@@ -51,15 +54,18 @@ class EngineOverhead:
     sequence_s: float
     launch_s: float
     cuda_graphs: bool
+    serving_sequence_s: float = 0.0  # online serving only: front-end cost per sequence and step
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step_s": self.step_s, "sequence_s": self.sequence_s, "launch_s": self.launch_s, "cuda_graphs": self.cuda_graphs}
+        return {"step_s": self.step_s, "sequence_s": self.sequence_s, "launch_s": self.launch_s, "cuda_graphs": self.cuda_graphs,
+                "serving_sequence_s": self.serving_sequence_s}
 
 
 def catalog_overhead(engine: str) -> EngineOverhead:
     """The catalog priors of ``engine`` (``llmco2/specs/data/engines.toml``)."""
     e = engine_catalog().get(engine_id(engine))
-    return EngineOverhead(e.step_overhead_ms * 1e-3, e.sequence_overhead_us * 1e-6, e.launch_overhead_us * 1e-6, e.cuda_graphs)
+    return EngineOverhead(e.step_overhead_ms * 1e-3, e.sequence_overhead_us * 1e-6, e.launch_overhead_us * 1e-6, e.cuda_graphs,
+                          e.serving_sequence_overhead_us * 1e-6)
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,8 @@ class StepParams:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> StepParams:
-        engines = {k: EngineOverhead(float(v["step_s"]), float(v["sequence_s"]), float(v["launch_s"]), bool(v["cuda_graphs"]))
+        engines = {k: EngineOverhead(float(v["step_s"]), float(v["sequence_s"]), float(v["launch_s"]), bool(v["cuda_graphs"]),
+                                     float(v.get("serving_sequence_s", 0.0)))
                    for k, v in raw.get("engines", {}).items()}
         return cls(**{k: float(raw[k]) for k in GLOBAL_PARAMS}, engines=engines, source=str(raw.get("source", "")))
 
@@ -175,11 +182,12 @@ def _idle_of(gpus: Sequence[GPU]) -> Array:
     return np.array([seen.setdefault(id(g), idle_power_w(g)) for g in gpus], dtype=np.float64)
 
 
-def overhead_arrays(engines: Sequence[str], params: StepParams) -> tuple[Array, Array, Array, NDArray[np.bool_]]:
-    """Per-row step, per-sequence and per-kernel host overheads (s) and whether the engine uses CUDA graphs."""
+def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = False) -> tuple[Array, Array, Array, NDArray[np.bool_]]:
+    """Per-row step, per-sequence and per-kernel host overheads (s) and whether the engine uses CUDA
+    graphs; ``online``: an online server's steps (its front end's per-sequence cost included)."""
     table = {e: params.engine(e) for e in set(engines)}
     rows = [table[e] for e in engines]
-    return (np.array([r.step_s for r in rows]), np.array([r.sequence_s for r in rows]),
+    return (np.array([r.step_s for r in rows]), np.array([r.sequence_s + (r.serving_sequence_s if online else 0.0) for r in rows]),
             np.array([r.launch_s for r in rows]), np.array([r.cuda_graphs for r in rows], dtype=bool))
 
 
@@ -193,9 +201,11 @@ class StepCost:
     gpu_time_s: Array
 
 
-def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array, NDArray[np.bool_]] | None = None) -> StepCost:
-    """:class:`StepCost` of the iterations ``x`` under the constants ``p`` (see the module docstring)."""
-    step, per_seq, launch, graphs = overheads if overheads is not None else overhead_arrays(x.engines, p)
+def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array, NDArray[np.bool_]] | None = None,
+              online: bool = False) -> StepCost:
+    """:class:`StepCost` of the iterations ``x`` under the constants ``p`` (see the module docstring);
+    ``online``: steps of an online server (ignored where ``overheads`` are given)."""
+    step, per_seq, launch, graphs = overheads if overheads is not None else overhead_arrays(x.engines, p, online)
     kernel = np.maximum(x.compute_s / p.eta_compute, x.memory_s / p.eta_memory)
     t_gpu = (kernel.sum(axis=1) + p.kernel_gap_s * x.kernels + x.collectives * p.collective_s + x.network_s.sum(axis=1) / p.eta_network)
     t_host = np.where(graphs, 0.0, x.kernels * launch)

@@ -159,8 +159,8 @@ class GridCostModel:
         pre = [(arch, request.replace(batch_size=b, prompt_tokens=c, generated_tokens=1), gpu) for b in BATCH_GRID for c in contexts]
         dec = [(arch, request.replace(batch_size=b, prompt_tokens=c, generated_tokens=DECODE_PROBE + 1), gpu)
                for b in BATCH_GRID for c in contexts]
-        p = step_cost(step_shapes(pre, "prefill"), params)
-        d = step_cost(step_shapes(dec, "decode", float(DECODE_PROBE)), params)
+        p = step_cost(step_shapes(pre, "prefill"), params, online=True)
+        d = step_cost(step_shapes(dec, "decode", float(DECODE_PROBE)), params, online=True)
         if idle_w is None:
             idle_w = idle_power_w(gpu, request.num_gpus)[0]
         return cls(np.array(BATCH_GRID, float), np.array(contexts, float), p.energy_j.reshape(shape), p.time_s.reshape(shape),

@@ -20,7 +20,7 @@ from llmco2.specs.toml_cache import loads_toml
 UNKNOWN_ENGINE = "unknown"
 DEFAULT_ENGINE = "vllm"
 _FIELDS = {"id", "name", "aliases", "cuda_graphs", "continuous_batching", "launch_overhead_us", "step_overhead_ms",
-           "sequence_overhead_us", "feature_level", "sources"}
+           "sequence_overhead_us", "serving_sequence_overhead_us", "feature_level", "sources"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,10 @@ class Engine:
         step_overhead_ms: prior framework cost per step outside the kernels (milliseconds).
         sequence_overhead_us: prior host cost per sequence of a step (scheduling, sampling and
             output processing of each sequence; microseconds).
+        serving_sequence_overhead_us: prior cost per sequence and step of an online server's front
+            end where the engine runs it in its step loop (output processing, incremental
+            detokenisation, streaming; microseconds); 0 where it runs in another process or in an
+            offline batch run. Optional; sourced where given.
         feature_level: another engine whose level of the network's categorical input this one
             takes (empty: its own).
     """
@@ -48,6 +52,7 @@ class Engine:
     launch_overhead_us: float = 8.0
     step_overhead_ms: float = 1.5
     sequence_overhead_us: float = 10.0
+    serving_sequence_overhead_us: float = 0.0
     feature_level: str = ""
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -64,8 +69,8 @@ def _load(text: str) -> list[Engine]:
         unknown = set(raw) - _FIELDS
         if unknown:
             raise ValueError(f"engine {raw.get('id')!r}: unknown keys {sorted(unknown)}")
-        for key in ("launch_overhead_us", "step_overhead_ms", "sequence_overhead_us"):
-            if key not in raw.get("sources", {}):
+        for key in ("launch_overhead_us", "step_overhead_ms", "sequence_overhead_us", "serving_sequence_overhead_us"):
+            if key in raw and key not in raw.get("sources", {}) or key != "serving_sequence_overhead_us" and key not in raw.get("sources", {}):
                 raise ValueError(f"engine {raw['id']!r}: {key} has no source")
         if raw.get("feature_level") and raw["feature_level"] not in {r["id"] for r in loads_toml(text, "engines")["engine"]}:
             raise ValueError(f"engine {raw['id']!r}: feature_level {raw['feature_level']!r} is not a catalog id")

@@ -1,0 +1,125 @@
+"""Isolated batch runs as observations of the step physics (training side).
+
+An isolated run (one batch of ``B`` requests, each with ``P`` prompt and ``G`` generated tokens,
+nothing else on the GPUs) is one prefill step and ``G - 1`` decode steps. Its latency and energy
+follow from :func:`llmco2.models.step_physics.step_cost` on the shapes of both phases (the decode
+phase's work averaged over its steps), so the same constants that describe a server's steady state
+describe it too. These rows pin what serving averages cannot: the batch size is known, lengths are
+known, and latency and power are read per run on several GPUs and engines (A100, H100, Gaudi2;
+vLLM, TensorRT-LLM, DeepSpeed, Hugging Face transformers).
+
+Which rows enter (per source: latency of every row with one; power, ``energy / latency``, only of
+rows whose energy is usable, :func:`llmco2.models.experiment.usable_rows`):
+
+* Argonne LLM-Inference-Bench (whole runs, ``phase == total``);
+* this project's H100 Hugging Face rows (decode phase, NVML);
+* Splitwise (prefill and decode latency of Llama-2-70B / BLOOM-176B at TP 2-8; no energy);
+* Delavande (HF decode latency of Llama-3.1-8B on an H100; its energies counted other GPUs).
+
+Engine versions: the Argonne benchmark ran vLLM in 2024 (its paper, arXiv 2411.00136, November
+2024; vLLM 0.5-0.6), before V1 became vLLM's default engine (0.8, 2025), so its vLLM rows are runs
+of ``vllm-v0``. Splitwise does not name its engine: its rows run as the catalog's ``unknown`` engine,
+whose overheads the fit may set from them but which are never shipped (an unknown engine keeps its
+catalog priors).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from llmco2.models.dataset import energy_data
+from llmco2.models.experiment import usable_rows
+from llmco2.models.step_fit import Observation
+from llmco2.models.step_physics import StepParams, StepShapes, overhead_arrays, step_cost, step_shapes
+
+log = logging.getLogger(__name__)
+
+#: Sources whose isolated runs enter the fit, and the phases they report.
+SOURCES = ("argonne", "h100_hf", "splitwise", "delavande")
+#: Sources whose energy is not usable for power (latency only), with the reason.
+LATENCY_ONLY = {"splitwise": "latency only", "delavande": "codecarbon counted other GPUs of the node"}
+#: Engine id of a source's rows in the step physics, where the canonical label names a later version.
+ENGINE_OF_SOURCE = {("argonne", "vllm"): "vllm-v0"}
+SPLITWISE_ENGINE = "unknown"
+
+
+@dataclass(frozen=True)
+class IsolatedRows:
+    """Modelled isolated rows: the canonical rows kept, their prefill and decode step shapes and
+    the number of decode steps of each (0 where the row is a prefill)."""
+
+    rows: pd.DataFrame
+    prefill: StepShapes
+    decode: StepShapes
+    decode_steps: np.ndarray
+    has_prefill: np.ndarray
+    usable_energy: np.ndarray
+
+    def cost(self, p: StepParams) -> tuple[np.ndarray, np.ndarray]:
+        """(latency s, energy J) of every row under ``p``."""
+        pre = step_cost(self.prefill, p, overhead_arrays(self.prefill.engines, p))
+        dec = step_cost(self.decode, p, overhead_arrays(self.decode.engines, p))
+        lat = np.where(self.has_prefill, pre.time_s, 0.0) + self.decode_steps * dec.time_s
+        energy = np.where(self.has_prefill, pre.energy_j, 0.0) + self.decode_steps * dec.energy_j
+        return lat, energy
+
+    def engines(self) -> list[str]:
+        return sorted(set(self.decode.engines))
+
+    def observations(self, mask: np.ndarray | None = None) -> list[Observation]:
+        """Latency and power observation groups per source of the rows under ``mask``."""
+        mask = np.ones(len(self.rows), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        cache: dict = {}
+
+        def cost(p: StepParams) -> tuple[np.ndarray, np.ndarray]:
+            if cache.get("p") is not p:
+                cache["p"], cache["c"] = p, self.cost(p)
+            return cache["c"]
+
+        lat_meas = pd.to_numeric(self.rows["latency_s"], errors="coerce").to_numpy(float)
+        energy_meas = pd.to_numeric(self.rows["energy_j"], errors="coerce").to_numpy(float)
+        source = self.rows["source"].to_numpy()
+        out = []
+        for src in sorted(set(source[mask])):
+            sel = mask & (source == src) & np.isfinite(lat_meas) & (lat_meas > 0)
+            if sel.sum() >= 5:
+                out.append(Observation(f"{src} latency", lat_meas[sel], lambda p, s=sel: cost(p)[0][s]))
+            psel = sel & self.usable_energy & np.isfinite(energy_meas) & (energy_meas > 0)
+            if psel.sum() >= 5:
+                out.append(Observation(f"{src} power", energy_meas[psel] / lat_meas[psel],
+                                       lambda p, s=psel: cost(p)[1][s] / cost(p)[0][s]))
+        return out
+
+
+def _engine_ids(rows: pd.DataFrame) -> list[str]:
+    out = []
+    for src, eng in zip(rows["source"].astype(str), rows["engine"].astype(str), strict=True):
+        out.append(SPLITWISE_ENGINE if src == "splitwise" else ENGINE_OF_SOURCE.get((src, eng), eng))
+    return out
+
+
+def isolated_rows(table: pd.DataFrame) -> IsolatedRows:
+    """Model the isolated rows of ``table`` (a canonical table, e.g. from
+    :func:`llmco2.data.importers.import_all`) that :data:`SOURCES` names."""
+    table = table[table["source"].isin(SOURCES) & (table["level"] != "steady_state")].reset_index(drop=True)
+    usable, _ = usable_rows(table)
+    usable_ids = set(zip(usable["source"].astype(str), usable["source_row"].astype(str), usable["phase"].astype(str), strict=True))
+    data = energy_data(table, require_energy=False)
+    rows = data.table.reset_index(drop=True)
+    engines = _engine_ids(rows)
+    items = [data.items[c] for c in data.config]
+    gen = np.array([it[1].generated_tokens for it in items], dtype=float)
+    phase = rows["phase"].astype(str).to_numpy()
+    steps = np.where(phase == "prefill", 0.0, np.maximum(gen - 1.0, 0.0))
+    pre = step_shapes(items, "prefill")
+    dec = step_shapes(items, "decode", np.maximum(steps, 1.0))
+    pre = replace(pre, engines=engines)
+    dec = replace(dec, engines=engines)
+    ok = np.array([(s, r, ph) in usable_ids for s, r, ph in zip(rows["source"].astype(str), rows["source_row"].astype(str), phase, strict=True)])
+    ok &= ~rows["source"].isin(list(LATENCY_ONLY)).to_numpy()
+    log.info("isolated rows: %d modelled (%s)", len(rows), data.excluded)
+    return IsolatedRows(rows, pre, dec, steps, phase != "decode", ok)

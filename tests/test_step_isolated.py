@@ -1,0 +1,57 @@
+"""Isolated batch runs as observations of the step physics (``llmco2.models.step_isolated``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llmco2.data.schema import conform
+from llmco2.models.step_fit import fit_step_params
+from llmco2.models.step_isolated import isolated_rows
+from llmco2.models.step_physics import EngineOverhead, StepParams
+
+TRUTH = StepParams(eta_compute=0.55, eta_memory=0.75, kernel_gap_s=3e-6, collective_s=20e-6, power_base=0.15,
+                   power_compute=0.8, power_memory=0.5,
+                   engines={"vllm-v0": EngineOverhead(1e-3, 40e-6, 2e-6, True, serving_sequence_s=300e-6)})
+
+
+def _table() -> pd.DataFrame:
+    rows = []
+    for i, (batch, length) in enumerate((b, n) for b in (1, 4, 16, 64) for n in (128, 512, 2048)):
+        rows.append({"source": "argonne", "source_row": str(i), "device": "h100-sxm", "num_devices": 1, "tensor_parallel": 1,
+                     "engine": "vllm", "model": "llama3.1-8b", "batch_size": batch, "prompt_tokens": length,
+                     "generated_tokens": length, "phase": "total", "level": "request", "energy_j": 1.0, "latency_s": 1.0})
+    return conform(pd.DataFrame(rows))
+
+
+def test_rows_cost_one_prefill_and_generated_minus_one_decode_steps_offline():
+    iso = isolated_rows(_table())
+    assert len(iso.rows) == 12
+    assert set(iso.decode.engines) == {"vllm-v0"}  # the benchmark's 2024 vLLM is the V0 engine
+    np.testing.assert_array_equal(iso.decode_steps, iso.rows["generated_tokens"].astype(float) - 1)
+    lat, energy = iso.cost(TRUTH)
+    assert np.all(lat > 0) and np.all(energy > 0)
+    # an offline batch run has no online front end: its cost does not depend on it
+    other = replace(TRUTH, engines={"vllm-v0": replace(TRUTH.engines["vllm-v0"], serving_sequence_s=5e-3)})
+    np.testing.assert_allclose(iso.cost(other)[0], lat)
+    # longer runs take longer at the same batch
+    by_len = pd.Series(lat, index=iso.rows.index).groupby(iso.rows["batch_size"].astype(int)).apply(lambda s: s.is_monotonic_increasing)
+    assert by_len.all()
+
+
+def test_fit_on_isolated_rows_recovers_the_memory_efficiency_and_power():
+    table = _table()
+    iso = isolated_rows(table)
+    lat, energy = iso.cost(TRUTH)
+    table["latency_s"], table["energy_j"] = lat, energy
+    iso = isolated_rows(table)
+    obs = iso.observations()
+    assert {o.name for o in obs} == {"argonne latency", "argonne power"}
+    base = StepParams(eta_compute=0.55, kernel_gap_s=3e-6, collective_s=20e-6, power_compute=0.8, engines=TRUTH.engines)
+    fitted, report = fit_step_params(obs, [], base=base, names=("eta_memory", "power_base", "power_memory"))
+    assert fitted.eta_memory == pytest.approx(0.75, rel=0.05)
+    assert fitted.power_memory == pytest.approx(0.5, rel=0.1)
+    assert all(v < 1.0 for v in report.values())
