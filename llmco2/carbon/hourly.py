@@ -1,0 +1,399 @@
+"""Hourly grid carbon intensity (DESIGN.md convention 11).
+
+An intensity file is a CSV with columns ``timestamp`` (ISO 8601, UTC; a time without a zone
+offset is read as UTC), ``g_co2eq_per_kwh`` and optionally ``region``, one row per hour (and
+region), or an Electricity Maps hourly export (``Datetime (UTC)``, ``Zone Id``, ``Carbon Intensity
+gCO₂eq/kWh (direct)``, ``... (LCA)`` or ``... (Life cycle)``, ...), recognised by its header.
+
+A request gets the intensity of the hour that contains its timestamp, and of its region when the
+file has several regions. Region names match case-insensitively, and through the grid-region
+catalog's aliases (``FR`` = ``fra`` = ``france``). Every failure is an
+:class:`~llmco2.errors.InvalidInputError` naming the file and the line (the header is line 1).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import logging
+import math
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmco2.errors import InvalidInputError
+
+log = logging.getLogger(__name__)
+
+SECONDS_PER_HOUR = 3600
+J_PER_KWH = 3.6e6
+#: Largest intensity accepted (g CO2eq/kWh); the dirtiest grids are near 1,100.
+MAX_INTENSITY = 5000.0
+BASES = ("direct", "lifecycle")
+#: Electricity Maps export columns (compared lower-case, with ``co2`` for ``co₂``).
+EM_TIME, EM_ZONE = "datetime (utc)", "zone id"
+EM_VALUE = {"direct": ("carbon intensity gco2eq/kwh (direct)",),
+            "lifecycle": ("carbon intensity gco2eq/kwh (lca)", "carbon intensity gco2eq/kwh (life cycle)",
+                          "carbon intensity gco2eq/kwh (life cycle assessment)")}
+
+
+@dataclass(frozen=True, eq=False)
+class HourlyIntensity:
+    """Hourly intensities (g CO2eq/kWh) of one or more regions.
+
+    Attributes:
+        source: the file (or ``"frame"``) they were read from.
+        format: ``"llmco2"`` (timestamp, g_co2eq_per_kwh[, region]) or ``"electricitymaps"``.
+        basis: ``"as given"`` for the llmco2 format; ``"direct"`` or ``"lifecycle"`` for an export.
+        regions: the regions as written (``("",)`` when the file has no region column).
+        hours: per region, the sorted hours (whole hours since 1970-01-01 UTC).
+        values: per region, the intensity of each of those hours (g CO2eq/kWh).
+    """
+
+    source: str
+    format: str
+    basis: str
+    regions: tuple[str, ...]
+    hours: tuple[NDArray[np.int64], ...]
+    values: tuple[NDArray[np.float64], ...]
+    keys: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def first_hour(self) -> int:
+        return int(min(h[0] for h in self.hours))
+
+    @property
+    def last_hour(self) -> int:
+        return int(max(h[-1] for h in self.hours))
+
+    def span(self) -> str:
+        """``2023-11-16T00:00Z to 2023-11-17T23:00Z`` (the first and last hour's start)."""
+        return f"{hour_text(self.first_hour)} to {hour_text(self.last_hour)}"
+
+    def region_index(self, name: str | None) -> int | None:
+        """Index of region ``name`` in :attr:`regions` (None when the file has no such region)."""
+        if name is None or not str(name).strip():
+            return None
+        return self.keys.get(region_key(str(name)))
+
+    def grid(self, used: NDArray[np.float64], region: str | None = None, hour: int | None = None) -> dict[str, Any]:
+        """The ``grid`` assumptions of predictions that used the intensities ``used``: their
+        energy-unweighted mean (g CO2eq/kWh), the file and, for one request, its region and hour."""
+        out: dict[str, Any] = {"g_co2eq_per_kwh": float(np.mean(used)) if len(used) else float("nan"),
+                               "region": region, "source": f"hourly intensity file {self.source} ({self.format}, {self.basis})",
+                               "intensity_file": self.source}
+        if hour is not None:
+            out["hour"] = hour_text(hour)
+        else:
+            out["hourly"] = "mean over the requests; each request uses the hour of its timestamp"
+        return out
+
+
+def hour_text(hour: int) -> str:
+    """``2023-11-16T18:00Z`` for an hour index."""
+    return datetime.fromtimestamp(int(hour) * SECONDS_PER_HOUR, UTC).strftime("%Y-%m-%dT%H:%MZ")
+
+
+@functools.lru_cache(maxsize=256)
+def region_key(name: str) -> str:
+    """The key regions match by: the grid-region catalog id when ``name`` is a known id or alias,
+    else the lower-case name."""
+    from llmco2.carbon.accounting import region
+
+    text = name.strip().lower()
+    try:
+        return region(text).id
+    except InvalidInputError:
+        return text
+
+
+# -- timestamps ------------------------------------------------------------------------------------
+def _parse_one(text: str) -> float | None:
+    """Seconds since 1970 (UTC) of an ISO 8601 text, or None when it does not parse."""
+    t = text.strip()
+    if not t:
+        return None
+    if t.endswith(("Z", "z")):
+        t = t[:-1] + "+00:00"
+    dot = t.find(".")
+    if dot > 0:  # more than 6 fractional digits (the Azure traces write 7): microseconds suffice
+        end = dot + 1
+        while end < len(t) and t[end].isdigit():
+            end += 1
+        t = t[:dot + 1] + t[dot + 1:end][:6].ljust(1, "0") + t[end:]
+    try:
+        moment = datetime.fromisoformat(t)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _as_arrow(values: Any) -> Any:
+    """An Arrow array of ``values`` (texts or times); a list of mixed cells becomes texts."""
+    import pyarrow as pa
+
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values
+    try:
+        return pa.array(values, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array([None if v is None else str(v) for v in values], type=pa.string())
+
+
+def parse_seconds(values: Any, lines: NDArray[np.int64] | None = None, where: str = "",
+                  column: str = "timestamp") -> NDArray[np.float64]:
+    """Seconds since 1970-01-01 UTC of ISO 8601 texts or of times (an Arrow or NumPy array, a
+    list, a pandas Series). A text without a zone offset, or a time without a zone, is UTC. The
+    first cell that is not a time raises, naming ``where`` and its line (``lines[i]``; default:
+    its row, counted from 0)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = _as_arrow(values)
+    if pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type):
+        ns = arr.cast(pa.timestamp("ns", tz=getattr(arr.type, "tz", None)))
+        if ns.null_count:
+            _bad_time(None, int(np.argmax(np.asarray(ns.is_null()))), lines, where, column)
+        return np.asarray(ns.cast(pa.int64()), dtype=np.float64) / 1e9
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = arr.cast(pa.string())
+    text = pc.utf8_trim_whitespace(arr)
+    if not text.null_count:
+        for target in (pa.timestamp("ns"), pa.timestamp("ns", tz="UTC")):
+            try:  # the whole column at once when every cell has (or none has) a zone offset
+                return np.asarray(text.cast(target).cast(pa.int64()), dtype=np.float64) / 1e9
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue
+    cells = text.to_pylist()
+    out = np.empty(len(cells), dtype=np.float64)
+    for i, cell in enumerate(cells):
+        seconds = None if cell is None else _parse_one(cell)
+        if seconds is None:
+            _bad_time(cell, i, lines, where, column)
+        out[i] = seconds
+    return out
+
+
+def _bad_time(cell: Any, i: int, lines: NDArray[np.int64] | None, where: str, column: str) -> None:
+    line = f"line {int(lines[i])}" if lines is not None else f"row {i}"
+    prefix = f"{where}, " if where else ""
+    raise InvalidInputError(f"{prefix}{line}: {column}: {cell!r} is not an ISO 8601 time (e.g. 2024-03-01T14:00:00Z; "
+                            "without a zone offset it is read as UTC)")
+
+
+def hours_of(seconds: NDArray[np.float64]) -> NDArray[np.int64]:
+    """The hour (whole hours since 1970-01-01 UTC) that contains each time."""
+    return np.floor(np.asarray(seconds, dtype=np.float64) / SECONDS_PER_HOUR).astype(np.int64)
+
+
+# -- reading a file ---------------------------------------------------------------------------------
+def _norm(name: str) -> str:
+    return " ".join(name.replace("\ufeff", "").replace("₂", "2").strip().lower().split())
+
+
+def _columns(header: list[str], where: str, basis: str) -> tuple[str, str, int, int, int | None]:
+    """(format, basis, timestamp column, intensity column, region column or None) of a header."""
+    names = [_norm(h) for h in header]
+    if "timestamp" in names and "g_co2eq_per_kwh" in names:
+        region = names.index("region") if "region" in names else None
+        return "llmco2", "as given", names.index("timestamp"), names.index("g_co2eq_per_kwh"), region
+    if EM_TIME in names:
+        for candidate in EM_VALUE[basis]:
+            if candidate in names:
+                return "electricitymaps", basis, names.index(EM_TIME), names.index(candidate), \
+                    names.index(EM_ZONE) if EM_ZONE in names else None
+        raise InvalidInputError(f"{where}, line 1: an Electricity Maps export without a {basis} carbon-intensity column "
+                                f"(expected one of {', '.join(repr(c) for c in EM_VALUE[basis])})", field="--intensity-file")
+    shown = ", ".join(repr(h[:30]) for h in header[:6]) or "nothing"
+    raise InvalidInputError(f"{where}, line 1: not an hourly intensity file: expected columns timestamp, g_co2eq_per_kwh"
+                            f"[, region] or an Electricity Maps hourly export (Datetime (UTC), Zone Id, Carbon Intensity "
+                            f"gCO₂eq/kWh (direct), ...); its header has {shown}", field="--intensity-file")
+
+
+def _rows_of_file(path: Path) -> tuple[list[str], list[list[str]]]:
+    from llmco2.file_checks import check_input_file
+
+    check_input_file(path, "--intensity-file")
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.reader(fh))
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); give a CSV file",
+                                field="--intensity-file") from None
+    except csv.Error as exc:
+        raise InvalidInputError(f"{path}: not a CSV file ({exc})", field="--intensity-file") from None
+    if not rows:
+        raise InvalidInputError(f"{path} is empty; give a CSV with columns timestamp, g_co2eq_per_kwh[, region]",
+                                field="--intensity-file")
+    return rows[0], rows[1:]
+
+
+def _rows_of_frame(frame: Any) -> tuple[list[str], list[list[Any]]]:
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        frame = frame.to_pandas()  # a pyarrow Table
+    return [str(c) for c in frame.columns], frame.astype(object).where(frame.notna(), "").values.tolist()
+
+
+def load_intensity(source: str | Path | Any, basis: str = "direct") -> HourlyIntensity:
+    """Read an hourly intensity file (CSV path) or frame (pandas DataFrame or pyarrow Table with
+    the same columns). ``basis`` picks the column of an Electricity Maps export: ``direct``
+    (operational emissions, the GHG Protocol's Scope 2 figure) or ``lifecycle``."""
+    if basis not in BASES:
+        raise InvalidInputError(f"must be one of {', '.join(BASES)}, got {basis!r}", field="basis")
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        where = str(path)
+        header, rows = _rows_of_file(path)
+    else:
+        where = "frame"
+        header, rows = _rows_of_frame(source)
+    fmt, basis_used, t_col, v_col, r_col = _columns(header, where, basis)
+    if not rows or all(not any(str(c).strip() for c in r) for r in rows):
+        raise InvalidInputError(f"{where} has a header but no hours", field="--intensity-file")
+    lines, times, values, regions = [], [], [], []
+    width = len(header)
+    for n, row in enumerate(rows, start=2):
+        if not any(str(c).strip() for c in row):
+            continue  # a blank line
+        if len(row) != width:
+            raise InvalidInputError(f"{where}, line {n}: {len(row)} cells, the header has {width}", field="--intensity-file")
+        lines.append(n)
+        times.append(row[t_col])
+        values.append(row[v_col])
+        regions.append(str(row[r_col]).strip() if r_col is not None else "")
+    line_arr = np.asarray(lines, dtype=np.int64)
+    hours = hours_of(parse_seconds(times, line_arr, where, header[t_col].strip()))
+    g = np.empty(len(values))
+    for i, v in enumerate(values):
+        try:
+            g[i] = float(str(v).strip())
+        except ValueError:
+            g[i] = math.nan
+        if not math.isfinite(g[i]) or not 0.0 <= g[i] <= MAX_INTENSITY:
+            raise InvalidInputError(f"{where}, line {lines[i]}: {header[v_col].strip()}: must be a number from 0 to "
+                                    f"{MAX_INTENSITY:g} g CO2eq/kWh, got {v!r}", field="--intensity-file")
+    return _build(where, fmt, basis_used, regions, hours, g, line_arr)
+
+
+def _build(where: str, fmt: str, basis: str, regions: list[str], hours: NDArray[np.int64], g: NDArray[np.float64],
+           lines: NDArray[np.int64]) -> HourlyIntensity:
+    names: list[str] = []
+    keys: dict[str, int] = {}
+    code = np.empty(len(regions), dtype=np.int64)
+    for i, name in enumerate(regions):
+        key = region_key(name) if name else ""
+        if key not in keys:
+            keys[key] = len(names)
+            names.append(name)
+        code[i] = keys[key]
+    if len(names) > 1 and "" in keys:
+        i = int(np.argmax(code == keys[""]))
+        raise InvalidInputError(f"{where}, line {lines[i]}: region is empty (the file has several regions)",
+                                field="--intensity-file")
+    per_hours, per_values = [], []
+    for r in range(len(names)):
+        mine = np.flatnonzero(code == r)
+        order = mine[np.argsort(hours[mine], kind="stable")]
+        h = hours[order]
+        dup = np.flatnonzero(h[1:] == h[:-1])
+        if len(dup):
+            a, b = lines[order[dup[0]]], lines[order[dup[0] + 1]]
+            a, b = min(a, b), max(a, b)
+            what = f" of region {names[r]}" if names[r] else ""
+            raise InvalidInputError(f"{where}, line {b}: a second row for hour {hour_text(int(h[dup[0]]))}{what} (the first is "
+                                    f"line {a}); give one row per hour", field="--intensity-file")
+        per_hours.append(h)
+        per_values.append(g[order])
+    log.info("read %d hours of %d region(s) from %s", len(hours), len(names), where)
+    return HourlyIntensity(where, fmt, basis, tuple(names), tuple(per_hours), tuple(per_values), keys)
+
+
+# -- looking requests up ----------------------------------------------------------------------------
+def lookup(intensity: HourlyIntensity, timestamps: Any, regions: Any = None, default_region: str | None = None,
+           lines: NDArray[np.int64] | None = None, where: str = "") -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """``(intensity of each request (g CO2eq/kWh; NaN outside the file), whether it is outside)``.
+
+    ``regions``: each request's region (empty or None: ``default_region``); used only when the
+    file has several regions. A bad timestamp or an unknown region raises at once."""
+    seconds = parse_seconds(timestamps, lines, where)
+    hours = hours_of(seconds)
+    n = len(hours)
+    code = np.zeros(n, dtype=np.int64)
+    if len(intensity.regions) > 1:
+        code = _region_codes(intensity, regions, default_region, n, lines, where)
+    out = np.full(n, np.nan)
+    for r, (h, v) in enumerate(zip(intensity.hours, intensity.values, strict=True)):
+        mine = np.flatnonzero(code == r)
+        if not len(mine):
+            continue
+        at = np.minimum(np.searchsorted(h, hours[mine]), len(h) - 1)
+        found = h[at] == hours[mine]
+        out[mine[found]] = v[at[found]]
+    return out, np.isnan(out)
+
+
+def _region_codes(intensity: HourlyIntensity, regions: Any, default_region: str | None, n: int,
+                  lines: NDArray[np.int64] | None, where: str) -> NDArray[np.int64]:
+    names = [None] * n if regions is None else ["" if r is None else str(r) for r in list(regions)]
+    code = np.empty(n, dtype=np.int64)
+    cache: dict[str, int] = {}
+    listed = ", ".join(intensity.regions)
+    for i, name in enumerate(names):
+        text = (name or "").strip() or (default_region or "")
+        if text not in cache:
+            index = intensity.region_index(text)
+            if index is None:
+                line = f"line {int(lines[i])}" if lines is not None else f"row {i}"
+                prefix = f"{where}, {line}: " if where or lines is not None else ""
+                if not text:
+                    raise InvalidInputError(f"{prefix}no region: {intensity.source} has regions {listed}; give each "
+                                            "request's region (a region column or --region)", field="--intensity-file")
+                raise InvalidInputError(f"{prefix}region {text!r} is not in {intensity.source} (its regions: {listed})",
+                                        field="--intensity-file")
+            cache[text] = index
+        code[i] = cache[text]
+    return code
+
+
+def intensity_for(intensity: HourlyIntensity, timestamps: Any, regions: Any = None, default_region: str | None = None,
+                  lines: NDArray[np.int64] | None = None, where: str = "") -> NDArray[np.float64]:
+    """The intensity (g CO2eq/kWh) of the hour (and region) of every request; requests outside
+    the file's hours raise one :class:`InvalidInputError` with their count and the first one."""
+    values, outside = lookup(intensity, timestamps, regions, default_region, lines, where)
+    if outside.any():
+        raise outside_error(intensity, int(outside.sum()), int(np.argmax(outside)), timestamps, lines, where)
+    return values
+
+
+def outside_error(intensity: HourlyIntensity, count: int, first: int, timestamps: Any, lines: NDArray[np.int64] | None,
+                  where: str = "") -> InvalidInputError:
+    """The error for ``count`` requests outside the file's hours, the first being row ``first``."""
+    import pyarrow as pa
+
+    cell = timestamps[first]
+    if isinstance(cell, pa.Scalar):
+        cell = cell.as_py()
+    line = f"line {int(lines[first])}" if lines is not None else f"row {first}"
+    of = f" of {where}" if where else ""
+    many = "requests fall" if count != 1 else "request falls"
+    regions = " for its region" if len(intensity.regions) > 1 else ""
+    return InvalidInputError(f"{count:,} {many} outside the hours of {intensity.source} ({intensity.span()}){regions}; "
+                             f"first: {line}{of}, timestamp {str(cell)!r}", field="--intensity-file")
+
+
+def with_hourly_carbon(fp: Any, intensities: NDArray[np.float64]) -> Any:
+    """A :class:`~llmco2.carbon.footprint.Footprint` whose operational carbon (g CO2eq) uses each
+    request's own intensity (g CO2eq/kWh): energy (kWh) x PUE x intensity."""
+    pue = float(fp.assumptions["pue"]["value"])
+    op = np.asarray(fp.total_j, dtype=np.float64) / J_PER_KWH * pue * np.asarray(intensities, dtype=np.float64)
+    return replace(fp, operational_g=op)
