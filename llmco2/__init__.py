@@ -1,3 +1,40 @@
-"""llmco2: predict the GPU energy and carbon footprint of an LLM inference request before it runs."""
+"""llmco2: predict the GPU energy and carbon footprint of an LLM inference request before it runs.
+
+``import llmco2`` is cheap (no PyTorch, no pandas): :func:`predict`, :func:`predict_frame`,
+:func:`serve`, :class:`Prediction` and the typed errors are loaded on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: Public names and the module that defines each (imported when the name is first used).
+_LAZY = {
+    "predict": "llmco2.api", "predict_frame": "llmco2.api", "serve": "llmco2.api", "Prediction": "llmco2.api",
+    "load_intensity": "llmco2.carbon.hourly", "HourlyIntensity": "llmco2.carbon.hourly",
+    "LLMCO2Error": "llmco2.errors", "InvalidInputError": "llmco2.errors", "UnknownIdError": "llmco2.errors",
+}
+
+__all__ = ["HourlyIntensity", "InvalidInputError", "LLMCO2Error", "Prediction", "UnknownIdError", "__version__",
+           "load_intensity", "predict", "predict_frame", "serve"]
+
+if TYPE_CHECKING:
+    from llmco2.api import Prediction, predict, predict_frame, serve
+    from llmco2.carbon.hourly import HourlyIntensity, load_intensity
+    from llmco2.errors import InvalidInputError, LLMCO2Error, UnknownIdError
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llmco2' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 _NOT_OPTIONS = ("command", "what")
 #: ``predict`` options that describe one request; with ``--requests`` the file's columns do.
 IGNORED_WITH_REQUESTS = {"model": None, "gpu": None, "gpus": None, "tp": None, "batch_size": None, "prompt_tokens": None,
-                         "gen_tokens": None, "json": False, "serving": False, "concurrency": None, "rate": None}
+                         "gen_tokens": None, "json": False, "serving": False, "concurrency": None, "rate": None,
+                         "timestamp": None}
 
 
 def option_name(dest: str) -> str:

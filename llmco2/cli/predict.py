@@ -33,6 +33,11 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     p.add_argument("--region", default=None, help="grid region: ISO country code (fra, us, ...), cloud region "
                                                     "(aws:us-east-1, gcp:europe-west4, azure:westeurope) or world (default)")
     p.add_argument("--carbon-intensity", type=float, default=None, metavar="G_PER_KWH", help="grid intensity, g CO2eq/kWh")
+    p.add_argument("--intensity-file", default=None, metavar="CSV",
+                   help="hourly grid intensity: columns timestamp (ISO 8601, UTC), g_co2eq_per_kwh[, region], or an "
+                        "Electricity Maps hourly export; a request gets the hour of --timestamp (with --requests: of its "
+                        "timestamp column) and, when the file has several regions, of --region or its region column")
+    p.add_argument("--timestamp", default=None, metavar="ISO", help="with --intensity-file: the request's time (UTC)")
     p.add_argument("--pue", default=None, help="power usage effectiveness: a number or a named default (google, aws, "
                                                "microsoft, industry_average, edge_device, ...)")
     p.add_argument("--lifetime-years", type=float, default=None, help="GPU lifetime for embodied carbon (default 5)")
@@ -51,61 +56,44 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     handlers[("evaluate", None)] = cmd_evaluate
 
 
-def _single_items(args: argparse.Namespace) -> list[Any]:
-    from llmco2.cli.analyze import _request_from_args
-
+def _check_single(args: argparse.Namespace) -> None:
     missing = [f"--{n.replace('_', '-')}" for n in ("model", "gpu", "batch_size", "prompt_tokens", "gen_tokens")
                if getattr(args, n) is None]
     if missing:
         raise InvalidInputError(f"missing {', '.join(missing)} (or give --requests FILE.csv --out FILE.csv)", field="predict")
-    if args.gpus is None:
-        args.gpus = 1
-    arch, req, gpu = _request_from_args(args)
-    return [(arch, req.replace(engine=args.engine), gpu)]
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     if getattr(args, "serving", False):
         from llmco2.cli.serving import run_serving
 
+        if args.intensity_file or args.timestamp:
+            raise InvalidInputError("applies to request-level predictions, not to --serving", field="--intensity-file")
+
         return run_serving(args)
-    options = dict(region_id=args.region, carbon_intensity=args.carbon_intensity, pue_value=parse_pue(args.pue),
-                   lifetime_years=args.lifetime_years)
     if args.requests:
         from llmco2.cli.predict_file import predict_file
 
+        if args.intensity_file and args.carbon_intensity is not None:
+            raise InvalidInputError("give either --intensity-file or --carbon-intensity, not both", field="--intensity-file")
+        options = dict(region_id=None if args.intensity_file else args.region, carbon_intensity=args.carbon_intensity,
+                       pue_value=parse_pue(args.pue), lifetime_years=args.lifetime_years)
         return predict_file(args, options)
-    from llmco2.carbon.footprint import predict_footprint, resolve_assumptions
-    from llmco2.models.predict import load_predictor
+    from llmco2.api import single_prediction
 
-    items = _single_items(args)  # the request is checked before the checkpoint is loaded
-    arch, req, gpu = items[0]
-    assume = resolve_assumptions([gpu], **options, engine=req.engine)
-    fp = predict_footprint(items, load_predictor(args.checkpoint), assumptions=assume)
-    record = {"model": arch.id, "gpu": gpu.id, "num_gpus": req.num_gpus, "engine": req.engine, "batch_size": req.batch_size,
-              "prompt_tokens": req.prompt_tokens, "generated_tokens": req.generated_tokens, **fp.record(0)}
-    record["notes"] = [*arch.approximations, *_memory_notes(arch, req, gpu), *record["notes"]]
-    energy, carbon = record["energy_j"], record["carbon_g"]
+    _check_single(args)
+    record, (arch, req, gpu) = single_prediction(
+        args.model, args.gpu, batch_size=args.batch_size, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
+        gpus=1 if args.gpus is None else args.gpus, tp=args.tp, engine=args.engine, region=args.region,
+        carbon_intensity=args.carbon_intensity, pue=args.pue, lifetime_years=args.lifetime_years,
+        intensity=args.intensity_file, timestamp=args.timestamp, dtype=args.dtype, act_dtype=args.act_dtype,
+        kv_dtype=args.kv_dtype, flash_attention=args.flash_attention, causal=args.causal,
+        ignore_context=args.ignore_context, approximate=args.approximate, checkpoint=args.checkpoint)
     if args.json:
-        print_json({**record, "prefill": energy["prefill"], "decode": energy["decode"], "total": energy["total"],
-                    "operational": carbon["operational"], "embodied": carbon["embodied"]})
+        print_json(record)
         return 0
     _print_single(record, arch.id, gpu.id, req)
     return 0
-
-
-def _memory_notes(arch: Any, req: Any, gpu: Any) -> list[str]:
-    """A note when the request's weights and caches do not fit the GPUs' memory."""
-    from llmco2.analytic.layer import analyze_layer
-    from llmco2.analytic.model import model_totals
-
-    t = model_totals(analyze_layer(arch, req, gpu, check_context=False))  # checked by _single_items
-    if bool(t.fits_in_memory[0]):
-        return []
-    need = float(t.weight_bytes_per_gpu[0] + t.kv_cache_bytes_per_gpu[0])
-    return [f"does not fit: needs {need / 1e9:.1f} GB per GPU ({float(t.weight_bytes_per_gpu[0]) / 1e9:.1f} GB weights + "
-            f"{float(t.kv_cache_bytes_per_gpu[0]) / 1e9:.2f} GB cache), {gpu.memory_bytes / 1e9:.0f} GB available on each of "
-            f"{req.num_gpus} x {gpu.id}; the prediction assumes it ran"]
 
 
 def _print_single(record: dict[str, Any], model: str, gpu: str, req: Any) -> None:
@@ -129,6 +117,8 @@ def _print_single(record: dict[str, Any], model: str, gpu: str, req: Any) -> Non
     a = record["assumptions"]
     grid = a["grid"]
     where = grid["region"] or "user value"
+    if "hour" in grid:  # --intensity-file
+        where = f"{grid['region'] or grid['intensity_file']}, hour {grid['hour']}"
     console.print(f"carbon: operational {carbon['operational']:.4g} g + embodied {emb} = [bold]{carbon['total']:.4g} g CO2eq[/bold]")
     console.print(f"assumptions: engine {a['engine']['id']}, grid {grid['g_co2eq_per_kwh']:g} g/kWh ({where}), "
                   f"PUE {a['pue']['value']:g} ({a['pue'].get('id', 'user value')}), GPU lifetime {a['lifetime_years']:g} years")
