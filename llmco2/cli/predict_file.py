@@ -199,6 +199,12 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
                     ", ".join(h for h in first.header if h in PREDICTION_COLUMNS))
     gpus = first.table.gpus if _first_chunk_gpus_suffice(first.table.gpus, len(first.table), options) else _file_gpus(src)
     assume = resolve_assumptions(gpus, **options, engine=engine)
+    hourly = None
+    if getattr(args, "intensity_file", None):  # every row's hour checked before anything is written
+        from llmco2.carbon.hourly_files import request_file_hours
+
+        hourly = request_file_hours(src, args.intensity_file, args.region)
+        assume["grid"] = hourly.grid
     total = count_rows(src) if sys.stderr.isatty() else None
     parquet_out = out.suffix.lower() in (".parquet", ".pq")
     output = ResumableOutput(out, _fingerprint(args, src, parquet_out)).open()
@@ -215,6 +221,8 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
                     continue
                 # the whole chunk at once: the model steps through it (PIPELINE_ROWS), pipelining its network
                 fp = predict_footprint(chunk.table, predictor, assumptions=assume, chunk=max(len(chunk.table), 1))
+                if hourly is not None:
+                    fp = hourly.apply(fp, chunk)
                 inputs = [chunk.batch.column(i) for i in keep]
                 batch = pa.RecordBatch.from_arrays([*inputs, *prediction_arrays(fp)], names=[*names, *PREDICTION_COLUMNS])
                 if parquet_out:
