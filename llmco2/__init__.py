@@ -13,18 +13,21 @@ __version__ = "0.1.0"
 
 #: Public names and the module that defines each (imported when the name is first used).
 _LAZY = {
-    "predict": "llmco2.api", "predict_frame": "llmco2.api", "serve": "llmco2.api", "Prediction": "llmco2.api",
+    "predict": "llmco2.api", "predict_frame": "llmco2.api", "Prediction": "llmco2.api",
+    "serve": "llmco2.serving.api", "ServingResult": "llmco2.serving.api", "make_workload": "llmco2.serving.workload",
     "load_intensity": "llmco2.carbon.hourly", "HourlyIntensity": "llmco2.carbon.hourly",
     "LLMCO2Error": "llmco2.errors", "InvalidInputError": "llmco2.errors", "UnknownIdError": "llmco2.errors",
 }
 
-__all__ = ["HourlyIntensity", "InvalidInputError", "LLMCO2Error", "Prediction", "UnknownIdError", "__version__",
-           "load_intensity", "predict", "predict_frame", "serve"]
+__all__ = ["HourlyIntensity", "InvalidInputError", "LLMCO2Error", "Prediction", "ServingResult", "UnknownIdError",
+           "__version__", "load_intensity", "make_workload", "predict", "predict_frame", "serve"]
 
 if TYPE_CHECKING:
-    from llmco2.api import Prediction, predict, predict_frame, serve
+    from llmco2.api import Prediction, predict, predict_frame
     from llmco2.carbon.hourly import HourlyIntensity, load_intensity
     from llmco2.errors import InvalidInputError, LLMCO2Error, UnknownIdError
+    from llmco2.serving.api import ServingResult, serve
+    from llmco2.serving.workload import make_workload
 
 
 def __getattr__(name: str) -> Any:

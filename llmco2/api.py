@@ -296,11 +296,3 @@ def _frame_intensities(table: Any, hourly: HourlyIntensity, region: str | None) 
     lines = 2 + np.arange(table.num_rows, dtype=np.int64)
     return intensity_for(hourly, table.column("timestamp"), regions, region, lines, "frame")
 
-
-def serve(*args: Any, **kwargs: Any) -> Any:
-    """Serving-level prediction: :func:`llmco2.serving.api.serve` (same arguments; a
-    :class:`~llmco2.serving.api.ServingResult` whose ``summary`` has the keys of ``predict
-    --serving --json``'s ``serving`` object)."""
-    from llmco2.serving.api import serve as _serve
-
-    return _serve(*args, **kwargs)

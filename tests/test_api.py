@@ -1,0 +1,175 @@
+"""The Python API (DESIGN.md convention 10): ``llmco2.predict`` equals ``llmco2 predict --json``,
+``llmco2.predict_frame`` equals ``predict --requests``, bad input raises the command's message, and
+``import llmco2`` stays cheap."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import llmco2
+from llmco2.errors import InvalidInputError
+from llmco2.specs import get_gpu, get_model
+from tests.helpers import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+ARGS = {"prompt_tokens": 700, "gen_tokens": 90, "batch_size": 2}
+CLI = ["--batch-size", "2", "--prompt-tokens", "700", "--gen-tokens", "90"]
+
+
+def assert_close(a: Any, b: Any, rel: float = 1e-9) -> None:
+    """Equal structures, numbers to ``rel``."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            assert_close(a[k], b[k], rel)
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            assert_close(x, y, rel)
+    elif isinstance(a, float) and isinstance(b, (int, float)):
+        assert math.isclose(a, b, rel_tol=rel), (a, b)
+    else:
+        assert a == b
+
+
+def cli_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    code, out, err = run_cli(["predict", *args, "--json"], capsys)
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize(("api", "cli"), [
+    ({"region": "usa"}, ["--region", "usa"]),
+    ({"carbon_intensity": 250.0, "pue": 1.2, "gpus": 2, "engine": "hf"},
+     ["--carbon-intensity", "250", "--pue", "1.2", "--gpus", "2", "--engine", "hf"]),
+    ({"pue": "google", "lifetime_years": 3.0, "dtype": "bf16"}, ["--pue", "google", "--lifetime-years", "3", "--dtype", "bf16"]),
+])
+def test_predict_equals_cli_json(api: dict[str, Any], cli: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    p = llmco2.predict("llama3.1-8b", "h100", **ARGS, **api)
+    expected = cli_json(["--model", "llama3.1-8b", "--gpu", "h100", *CLI, *cli], capsys)
+    assert_close(p.to_dict(), expected)
+    assert p.energy_j == p.to_dict()["energy_j"] and p.carbon_g["total"] == pytest.approx(expected["carbon_g"]["total"], rel=1e-9)
+    assert p.latency_s["total"] > 0 and p.interval["total"][0] <= p.energy_j["total"] <= p.interval["total"][1]
+    assert list(p.notes) == expected["notes"]
+    with pytest.raises(AttributeError):
+        p.energy_j = {}  # type: ignore[misc]
+
+
+def test_objects_as_model_and_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    by_name = llmco2.predict("qwen2-7b", "a100-80gb", **ARGS).to_dict()
+    by_object = llmco2.predict(get_model("qwen2-7b"), get_gpu("a100-80gb"), **ARGS).to_dict()
+    assert_close(by_object, by_name)
+
+
+def test_hourly_intensity_argument(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = pd.DataFrame({"timestamp": ["2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z"], "g_co2eq_per_kwh": [100.0, 400.0]})
+    path = tmp_path / "hours.csv"
+    frame.to_csv(path, index=False)
+    early = llmco2.predict("llama3.1-8b", "h100", **ARGS, intensity=frame, timestamp="2024-03-01T00:30:00Z")
+    late = llmco2.predict("llama3.1-8b", "h100", **ARGS, intensity=str(path), timestamp="2024-03-01T01:30:00Z")
+    assert late.carbon_g["operational"] / early.carbon_g["operational"] == pytest.approx(4.0, rel=1e-9)
+    expected = cli_json(["--model", "llama3.1-8b", "--gpu", "h100", *CLI, "--intensity-file", str(path),
+                         "--timestamp", "2024-03-01T01:30:00Z"], capsys)
+    assert_close(late.to_dict(), expected)
+
+
+@pytest.mark.parametrize(("api", "cli"), [
+    ({"model": "llama3.1-8b", "gpu": "h1000"}, ["--model", "llama3.1-8b", "--gpu", "h1000"]),
+    ({"model": "llama3.1-8b", "gpu": "h100", "gen_tokens": -1}, ["--model", "llama3.1-8b", "--gpu", "h100", "--gen-tokens", "-1"]),
+    ({"model": "llama3.1-8b", "gpu": "h100", "gpus": 3, "tp": 2}, ["--model", "llama3.1-8b", "--gpu", "h100", "--gpus", "3", "--tp", "2"]),
+    ({"model": "llama3.1-8b", "gpu": "h100", "pue": 0.5}, ["--model", "llama3.1-8b", "--gpu", "h100", "--pue", "0.5"]),
+    ({"model": "llama3.1-8b", "gpu": "h100", "region": "atlantis"}, ["--model", "llama3.1-8b", "--gpu", "h100", "--region", "atlantis"]),
+])
+def test_bad_input_raises_the_cli_message(api: dict[str, Any], cli: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    kwargs = {**ARGS, **api}
+    with pytest.raises(InvalidInputError) as caught:
+        llmco2.predict(kwargs.pop("model"), kwargs.pop("gpu"), **kwargs)
+    base = dict(zip(CLI[::2], CLI[1::2], strict=True))
+    base.update(dict(zip(cli[::2], cli[1::2], strict=True)))
+    code, _, err = run_cli(["predict", *[x for kv in base.items() for x in kv]], capsys)
+    assert code == 2
+    assert err.strip() == f"llmco2: error: {caught.value}"
+    assert isinstance(caught.value, llmco2.InvalidInputError)
+
+
+REQUESTS = pd.DataFrame({
+    "model": ["llama3.1-8b", "qwen2-7b", "llama3.1-70b", "llama3.1-8b"],
+    "gpu": ["h100", "a100-80gb", "h100", "t4"],
+    "batch_size": [1, 4, 2, 1],
+    "prompt_tokens": [512, 128, 2048, 64],
+    "generated_tokens": [64, 256, 32, 16],
+    "num_gpus": [1, 2, 4, 1],
+    "engine": ["vllm", "hf", "vllm", "vllm"],
+    "note": ["a", "b, with comma", "c", "d"],
+})
+
+
+def test_predict_frame_equals_predict_requests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "requests.csv"
+    REQUESTS.to_csv(src, index=False)
+    code, _, err = run_cli(["predict", "--requests", str(src), "--out", str(tmp_path / "out.csv"), "--region", "fra"], capsys)
+    assert code == 0, err
+    expected = pd.read_csv(tmp_path / "out.csv")
+    got = llmco2.predict_frame(REQUESTS, region="fra")
+    assert isinstance(got, pd.DataFrame) and list(got.columns) == list(expected.columns)
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False, rtol=1e-9)
+    table = llmco2.predict_frame(pa.Table.from_pandas(REQUESTS), region="fra")
+    assert isinstance(table, pa.Table)
+    pd.testing.assert_frame_equal(table.to_pandas(), expected, check_dtype=False, rtol=1e-9)
+
+
+def test_predict_frame_hourly_and_errors(tmp_path: Path) -> None:
+    frame = REQUESTS.iloc[[0, 0]].reset_index(drop=True)
+    frame["timestamp"] = pd.to_datetime(["2024-03-01T00:10:00Z", "2024-03-01T01:10:00Z"])
+    hours = pd.DataFrame({"timestamp": ["2024-03-01T00:00:00Z", "2024-03-01T01:00:00Z"], "g_co2eq_per_kwh": [100, 400]})
+    out = llmco2.predict_frame(frame, intensity=hours)
+    assert out["operational_g"][1] / out["operational_g"][0] == pytest.approx(4.0, rel=1e-9)
+    with pytest.raises(InvalidInputError, match=r"frame, line 3: gpu: .*h1000"):
+        llmco2.predict_frame(REQUESTS.replace({"gpu": {"a100-80gb": "h1000"}}))
+    with pytest.raises(InvalidInputError, match="1 request falls outside the hours"):
+        llmco2.predict_frame(frame.assign(timestamp=["2024-03-01T00:10:00Z", "2024-03-02T00:00:00Z"]), intensity=hours)
+    with pytest.raises(InvalidInputError, match="missing columns generated_tokens"):
+        llmco2.predict_frame(REQUESTS.drop(columns=["generated_tokens"]))
+
+
+def test_import_is_cheap() -> None:
+    code = ("import sys, time; t = time.perf_counter(); import llmco2; dt = time.perf_counter() - t; "
+            "print(dt, 'torch' in sys.modules, 'pandas' in sys.modules, 'llmco2.api' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True).stdout
+    seconds, torch, pandas, api = out.split()
+    assert float(seconds) < 0.3 and torch == "False" and pandas == "False" and api == "False"
+    assert {"predict", "predict_frame", "serve", "Prediction"} <= set(dir(llmco2))
+    with pytest.raises(AttributeError):
+        llmco2.no_such_name  # noqa: B018
+
+
+def test_serve_is_the_serving_api() -> None:
+    from llmco2.serving.api import serve
+
+    workload = llmco2.make_workload("fixed", n=20, concurrency=4, prompt_tokens=200, output_tokens=50)
+    result = llmco2.serve("llama3.1-8b", "h100", workload)
+    assert llmco2.serve is serve and isinstance(result, llmco2.ServingResult)
+    assert result.summary["j_per_output_token"] > 0
+
+
+def test_readme_python_examples(tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Python API"):]
+    section = section[:section.index("\n## ", 4)]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert blocks
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for block in blocks:
+        subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, check=True, capture_output=True, text=True)
