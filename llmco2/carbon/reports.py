@@ -104,18 +104,63 @@ def trace_footprint(trace: str = "conv", model: str = "llama3.1-8b", gpu: str = 
     return frame, fp
 
 
+def trace_intensities(trace: str, hourly: Any, region: str | None = None) -> np.ndarray:
+    """The intensity (g CO2eq/kWh) of the hour of every request of an Azure trace; requests
+    outside the file's hours raise one error with their count and the first (its trace line)."""
+    from llmco2.carbon.hourly import intensity_for
+    from llmco2.data.azure import load_trace, trace_path
+
+    stamps = load_trace(trace)["timestamp"]
+    lines = 2 + np.arange(len(stamps), dtype=np.int64)
+    return intensity_for(hourly, stamps, None, region, lines, str(trace_path(trace)))
+
+
+def hourly_trace(frame: pd.DataFrame, fp: Footprint, trace: str, intensity: Any, region: str | None = None
+                 ) -> tuple[pd.DataFrame, Footprint]:
+    """``frame`` and ``fp`` of :func:`trace_footprint` with each request's operational carbon at
+    the hour of its timestamp (``intensity``: an hourly intensity file or frame, see
+    :mod:`llmco2.carbon.hourly`; ``region`` picks one of its regions). Adds ``timestamp``,
+    ``hour`` (its start, UTC) and ``g_co2eq_per_kwh`` columns."""
+    from llmco2.carbon.hourly import HourlyIntensity, hours_of, load_intensity, parse_seconds, with_hourly_carbon
+    from llmco2.data.azure import load_trace
+
+    hourly = intensity if isinstance(intensity, HourlyIntensity) else load_intensity(intensity)
+    stamps = load_trace(trace)["timestamp"]
+    g = trace_intensities(trace, hourly, region)
+    fp = with_hourly_carbon(fp, g)
+    name = region if len(hourly.regions) > 1 else (hourly.regions[0] or region)
+    fp.assumptions["grid"] = hourly.grid(g, region=name)
+    out = frame.copy()
+    out["timestamp"] = stamps.to_numpy()
+    out["hour"] = pd.to_datetime(hours_of(parse_seconds(stamps)) * 3600, unit="s")
+    out["g_co2eq_per_kwh"] = g
+    out["operational_g"] = fp.operational_g
+    out["total_g"] = fp.total_g
+    return out, fp
+
+
 def trace_summary(frame: pd.DataFrame, assumptions: dict[str, Any]) -> dict[str, Any]:
-    """Totals of a trace: energy by phase, carbon operational/embodied, per request."""
-    op_share = assumptions["pue"]["value"] * assumptions["grid"]["g_co2eq_per_kwh"] / J_PER_KWH
+    """Totals of a trace: energy by phase (kWh), carbon operational/embodied (kg CO2eq), per
+    request (g); with an hourly intensity (a ``g_co2eq_per_kwh`` column), also per hour."""
+    pue = assumptions["pue"]["value"]
+    op_share = pue * (frame["g_co2eq_per_kwh"] if "g_co2eq_per_kwh" in frame else assumptions["grid"]["g_co2eq_per_kwh"]) / J_PER_KWH
+    per_hour = {}
+    if "hour" in frame:
+        groups = frame.groupby("hour", sort=True)
+        per_hour = {"per_hour": [{"hour": h.strftime("%Y-%m-%dT%H:%MZ"), "requests": int(len(part)),
+                                  "g_co2eq_per_kwh": float(part["g_co2eq_per_kwh"].iloc[0]),
+                                  "energy_kwh": float(part["total_j"].sum()) / J_PER_KWH,
+                                  "carbon_kg": float(part["total_g"].sum()) / 1000} for h, part in groups]}
     return {
         "requests": int(len(frame)), "truncated": int(frame["truncated"].sum()),
         "energy_kwh": {"prefill": frame["prefill_j"].sum() / J_PER_KWH, "decode": frame["decode_j"].sum() / J_PER_KWH},
-        "carbon_kg": {"operational_prefill": frame["prefill_j"].sum() * op_share / 1000,
-                      "operational_decode": frame["decode_j"].sum() * op_share / 1000,
+        "carbon_kg": {"operational_prefill": float((frame["prefill_j"] * op_share).sum()) / 1000,
+                      "operational_decode": float((frame["decode_j"] * op_share).sum()) / 1000,
                       "embodied": float(np.nansum(frame["embodied_g"])) / 1000,
                       "total": float(frame["total_g"].sum()) / 1000},
         "per_request_g": float(frame["total_g"].mean()),
         "assumptions": assumptions,
+        **per_hour,
     }
 
 
@@ -212,7 +257,11 @@ def plot_case_studies(fig9: pd.DataFrame, scaling: pd.DataFrame, out_dir: Path, 
 
 def plot_trace(summary: dict[str, Any], frame: pd.DataFrame, out: Path, title: str) -> Path:
     plt = _plt()
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    hourly = "per_hour" in summary
+    fig, axes = plt.subplots(1, 3 if hourly else 2, figsize=(16.5 if hourly else 11, 4.2))
+    a, b = axes[0], axes[1]
+    if hourly:
+        _plot_hours(axes[2], summary["per_hour"])
     c = summary["carbon_kg"]
     parts = {"prefill (operational)": c["operational_prefill"], "decode (operational)": c["operational_decode"],
              "embodied": c["embodied"]}
@@ -227,6 +276,19 @@ def plot_trace(summary: dict[str, Any], frame: pd.DataFrame, out: Path, title: s
     b.set_title(f"median {frame['total_g'].median():.3g} g per request")
     fig.suptitle(title)
     return _save(fig, out)
+
+
+def _plot_hours(ax: Any, hours: list[dict[str, Any]]) -> None:
+    """Carbon per hour (bars, kg CO2eq) beside the load (requests per hour, line)."""
+    x = np.arange(len(hours))
+    ax.bar(x, [h["carbon_kg"] for h in hours], color="tab:green", label="carbon")
+    ax.set_xticks(x, [f"{h['hour'][5:10]} {h['hour'][11:16]}\n{h['g_co2eq_per_kwh']:.0f} g/kWh" for h in hours], fontsize=7)
+    ax.set_ylabel("kg CO2eq per hour")
+    ax.set_title("carbon per hour (UTC) and load")
+    load = ax.twinx()
+    load.plot(x, [h["requests"] for h in hours], color="black", marker="o", label="requests")
+    load.set_ylabel("requests per hour")
+    load.set_ylim(bottom=0)
 
 
 def plot_compare(frame: pd.DataFrame, out: Path, title: str) -> Path:

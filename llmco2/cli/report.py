@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     tr.add_argument("--batch-size", type=int, default=1)
     tr.add_argument("-o", "--out", required=True, help="figure (.png/.pdf/.svg)")
     tr.add_argument("--csv", default=None, help="also write every request's footprint to this CSV")
+    tr.add_argument("--intensity-file", default=None, metavar="CSV",
+                    help="hourly grid intensity (timestamp, g_co2eq_per_kwh[, region], or an Electricity Maps hourly "
+                         "export): each request at the hour of its trace timestamp; --region picks the file's region")
     sv = tr.add_argument_group("serving (the trace inside a continuously batched server)")
     sv.add_argument("--serving", action="store_true", help="serve the trace at a load instead of predicting requests in isolation; "
                                                            "the figure becomes J per output token against load")
@@ -94,12 +97,27 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from llmco2.models.predict import load_predictor
 
     out = _figure_path(args.out)
+    assumptions, hourly = _assumptions(args), None
+    if args.intensity_file:
+        from llmco2.carbon.hourly import load_intensity
+
+        if args.carbon_intensity is not None:
+            raise InvalidInputError("give either --intensity-file or --carbon-intensity, not both", field="--intensity-file")
+        from llmco2.carbon.reports import trace_intensities
+
+        hourly, assumptions["region_id"] = load_intensity(args.intensity_file), None
+        trace_intensities(args.trace, hourly, args.region)  # every request's hour, before predicting
     frame, fp = trace_footprint(args.trace, args.model, args.gpu, args.gpus, args.batch_size,
-                                load_predictor(args.checkpoint), **_assumptions(args))
+                                load_predictor(args.checkpoint), **assumptions)
+    if hourly is not None:
+        from llmco2.carbon.reports import hourly_trace
+
+        frame, fp = hourly_trace(frame, fp, args.trace, hourly, args.region)
     summary = trace_summary(frame, fp.assumptions)
     g = fp.assumptions["grid"]
+    grid = f"hourly, mean {g['g_co2eq_per_kwh']:.4g}" if hourly is not None else f"{g['g_co2eq_per_kwh']:g}"
     plot_trace(summary, frame, out, f"Azure {args.trace} trace on {args.model}, {args.gpus} x {args.gpu}; grid "
-                                    f"{g['g_co2eq_per_kwh']:g} g/kWh ({g['region'] or 'user'}), PUE {fp.assumptions['pue']['value']:g}")
+                                    f"{grid} g/kWh ({g['region'] or 'user'}), PUE {fp.assumptions['pue']['value']:g}")
     if args.csv:
         frame.to_csv(args.csv, index=False)
     c = summary["carbon_kg"]
@@ -133,6 +151,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _trace_served(args: argparse.Namespace) -> int:
     """``report trace --serving``: the trace served at a load, and J per output token against load."""
     from llmco2.models.predict import load_predictor
+
+    if args.intensity_file:
+        raise InvalidInputError("applies to the requests in isolation, not to --serving", field="--intensity-file")
     from llmco2.serving.reports import load_sweep, parse_servers, plot_load_sweep, served_summary, trace_served
 
     out = _figure_path(args.out)
