@@ -146,3 +146,14 @@ def test_option_combinations(two_hours: Path, tmp_path: Path, capsys: pytest.Cap
                             str(two_hours)], capsys)
     assert code == 2 and "has no timestamp column" in err
     assert np.isfinite(load_intensity(two_hours).values[0]).all()
+
+
+def test_parquet_requests_with_timestamp_type(two_hours: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = pd.DataFrame({"model": ["llama3.1-8b"] * 2, "gpu": ["h100"] * 2, "batch_size": [1, 1], "prompt_tokens": [64, 64],
+                          "generated_tokens": [8, 8], "timestamp": pd.to_datetime(["2024-03-01T00:10:00Z", "2024-03-01T01:10:00Z"])})
+    frame.to_parquet(tmp_path / "req.parquet")
+    code, _, err = run_cli(["predict", "--requests", str(tmp_path / "req.parquet"), "--out", str(tmp_path / "out.parquet"),
+                            "--intensity-file", str(two_hours)], capsys)
+    assert code == 0, err
+    out = pd.read_parquet(tmp_path / "out.parquet")
+    assert out["operational_g"][1] / out["operational_g"][0] == pytest.approx(4.0, rel=1e-9)
