@@ -33,7 +33,8 @@ from llmco2.models.intervals import IntervalCalibration
 from llmco2.models.physics import Item, PhaseInputs, PhysicsPrior, cached_engine_id, gpu_engine_codes
 from llmco2.models.physics import device_group as gpu_group
 from llmco2.models.targets import MIN_PRIOR_J, EnergyTarget
-from llmco2.specs import UNKNOWN_ENGINE, engine_level_index, engine_levels
+from llmco2.specs import UNKNOWN_ENGINE, ModelArch, engine_level_index, engine_levels
+from llmco2.specs.families import architecture_family, catalog_families
 
 
 @dataclass
@@ -84,6 +85,27 @@ def _engine_note(domain: dict[str, Any], engine: str) -> str | None:
     return None
 
 
+def domain_families(domain: dict[str, Any]) -> frozenset[str] | None:
+    """The architecture families the training rows covered: the domain's ``families``, else those
+    of its catalog ``models`` (checkpoints that predate the key); None when it says neither."""
+    if domain.get("families"):
+        return frozenset(domain["families"])
+    if domain.get("models"):
+        return catalog_families(tuple(domain["models"]))
+    return None
+
+
+def _family_note(families: frozenset[str] | None, arch: ModelArch) -> str | None:
+    """The note of an architecture family the training rows lack (None when they have it)."""
+    if not families:
+        return None
+    fam = architecture_family(arch)
+    if fam in families:
+        return None
+    return (f"unseen architecture family {fam} (attention/MLP/position; trained on {', '.join(sorted(families))}): "
+            "extrapolated through its analytic features")
+
+
 def _range_note(lo_hi: Sequence[int], value: int, label: str) -> str:
     return f"{label} {value:,} outside the trained range {lo_hi[0]:,}-{lo_hi[1]:,}"
 
@@ -98,7 +120,8 @@ def domain_notes(domain: dict[str, Any], item: Item, params: int | None = None) 
     """Why a request lies outside a training domain (empty when it does not); ``params``: the
     architecture's parameter count when the caller has it."""
     arch, req, gpu = item
-    notes = [note for note in (_device_note(domain, gpu.id), _engine_note(domain, cached_engine_id(req.engine))) if note]
+    notes = [note for note in (_device_note(domain, gpu.id), _engine_note(domain, cached_engine_id(req.engine)),
+                               _family_note(domain_families(domain), arch)) if note]
     values = (arch.param_count() if params is None else params, req.prompt_tokens, req.generated_tokens, req.batch_size,
               req.num_gpus)
     for (key, label), value in zip(_RANGE_LABELS, values, strict=True):
@@ -123,16 +146,19 @@ def domain_note_lists(domain: dict[str, Any], items: Sequence[Item] | RequestTab
     gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
     counted = [key for key, _ in _RANGE_LABELS[1:]]  # the Request attributes, after the parameter count
     if isinstance(items, RequestTable):
-        if params is None:
-            params = np.array([a.param_count() for a in items.archs], dtype=np.int64)[items.arch]
+        distinct, arch_code = list(items.archs), np.asarray(items.arch, dtype=np.int64)
         counts = np.stack([getattr(items, attr) for attr in counted], axis=1).astype(np.int64)
     else:
         archs, reqs, _ = zip(*items, strict=True)
-        if params is None:
-            distinct, arch_code = object_codes(archs)
-            params = np.array([a.param_count() for a in distinct], dtype=np.int64)[arch_code]
+        distinct, arch_code = object_codes(archs)
         counts = np.array(list(map(attrgetter(*counted), reqs)), dtype=np.int64).reshape(n, -1)
-    columns = [gpu_code, engine_code]
+    if params is None:
+        params = np.array([a.param_count() for a in distinct], dtype=np.int64)[arch_code]
+    families = domain_families(domain)
+    family_notes = [_family_note(families, a) for a in distinct]
+    note_index = {note: i for i, note in enumerate(dict.fromkeys(family_notes))}
+    family_code = np.array([note_index[note] for note in family_notes], dtype=np.int64)[arch_code]
+    columns = [gpu_code, engine_code, family_code]
     ranges = []  # (domain range, label, outside, value) of each range the domain has
     for (key, label), values in zip(_RANGE_LABELS, [params, *counts.T], strict=True):
         lo_hi = domain.get(key)
@@ -144,8 +170,10 @@ def domain_note_lists(domain: dict[str, Any], items: Sequence[Item] | RequestTab
     # the notes of each distinct combination, from notes built once per distinct GPU, engine and value
     device_notes = [_device_note(domain, g.id) for g in gpus]
     engine_notes = [_engine_note(domain, e) for e in engines]
-    per_group: list[list[str]] = [[note for note in (device_notes[g], engine_notes[e]) if note]
-                                  for g, e in zip(gpu_code[first].tolist(), engine_code[first].tolist(), strict=True)]
+    family_by_code = list(note_index)
+    per_group: list[list[str]] = [[note for note in (device_notes[g], engine_notes[e], family_by_code[f]) if note]
+                                  for g, e, f in zip(gpu_code[first].tolist(), engine_code[first].tolist(),
+                                                     family_code[first].tolist(), strict=True)]
     for lo_hi, label, outside, values in ranges:
         made: dict[int, str] = {}
         for notes, out, value in zip(per_group, outside[first].tolist(), values[first].tolist(), strict=True):

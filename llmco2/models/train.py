@@ -36,6 +36,7 @@ from llmco2.models.physics_fit import fit_physics
 from llmco2.models.targets import EnergyTarget, phase_energy
 from llmco2.models.training_state import is_training_state, load_epoch, run_fingerprint, save_epoch
 from llmco2.specs import GPU, UNKNOWN_ENGINE, ModelArch, Request
+from llmco2.specs.families import architecture_family
 
 log = logging.getLogger(__name__)
 
@@ -333,6 +334,7 @@ def training_domain(data: EnergyData) -> dict[str, Any]:
         "devices": sorted({g.id for _, _, g in data.items}),
         "engines": sorted({r.engine for _, r, _ in data.items}),
         "models": sorted({a.id for a in archs}),
+        "families": sorted({architecture_family(a) for a in archs}),
         "params": [min(a.param_count() for a in archs), max(a.param_count() for a in archs)],
         "prompt_tokens": [min(r.prompt_tokens for r in reqs), max(r.prompt_tokens for r in reqs)],
         "generated_tokens": [min(r.generated_tokens for r in reqs), max(r.generated_tokens for r in reqs)],
