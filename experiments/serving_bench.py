@@ -4,7 +4,7 @@ the whole Azure conversation trace (19,366 requests, its own timestamps) on one 
 Times separately the one-off cost grid (the predictors on the (batch, context) grid) and the
 simulation itself; best of ``--repeat`` runs.
 
-    python experiments/serving_bench.py [--model llama3.1-8b] [--gpu h100] [--gpus 1] [--repeat 3]
+    python experiments/serving_bench.py [--model llama3.1-8b] [--gpu h100] [--gpus 1] [--repeat 3] [--cost-model physics|checkpoint]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 from llmco2.models.predict import load_predictor
 from llmco2.serving import GridCostModel, SchedulerConfig, Workload, idle_power_w, memory_budget, simulate, trace_lengths
 from llmco2.serving.api import server_setup
+from llmco2.serving.physics_params import shipped_params
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,8 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, default=1)
     ap.add_argument("--trace", default="conv", choices=("conv", "code"))
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cost-model", default="physics", choices=("physics", "checkpoint"),
+                    help="the step physics (the default of predict --serving) or the shipped checkpoint's grid")
     args = ap.parse_args(argv)
-    predictor = load_predictor()
+    predictor = load_predictor() if args.cost_model == "checkpoint" else None
     arch, gpu, req = server_setup(args.model, args.gpu, args.gpus, None, "vllm", "bf16")
     idle = idle_power_w(gpu, args.gpus)[0]
     prompt, output, offsets = trace_lengths(args.trace)
@@ -38,14 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     grid_s, sim_s = [], []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        cost = GridCostModel.from_predictor(arch, gpu, req, predictor, idle_w=idle)
+        cost = (GridCostModel.from_predictor(arch, gpu, req, predictor, idle_w=idle) if predictor is not None
+                else GridCostModel.from_physics(arch, gpu, req, shipped_params(), idle_w=idle))
         t1 = time.perf_counter()
         schedule = simulate(workload, cost, cfg)
         t2 = time.perf_counter()
         grid_s.append(t1 - t0)
         sim_s.append(t2 - t1)
     best_sim, best_grid = min(sim_s), min(grid_s)
-    out = {"trace": args.trace, "requests": len(workload), "server": f"{args.model} on {args.gpus} x {gpu.id}",
+    out = {"trace": args.trace, "cost_model": args.cost_model, "requests": len(workload), "server": f"{args.model} on {args.gpus} x {gpu.id}",
            "cpu_cores": os.cpu_count(), "cost_grid_s": round(best_grid, 3), "simulation_s": round(best_sim, 3),
            "requests_per_s": round(len(workload) / best_sim), "requests_per_s_incl_grid": round(len(workload) / (best_sim + best_grid)),
            "iterations": schedule.iterations, "events": len(schedule.log_energy_j),
