@@ -8,7 +8,6 @@ whatever the length of the file. Errors name the file and the line (the header i
 
 from __future__ import annotations
 
-import csv
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,10 +17,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pa_csv
 from numpy.typing import NDArray
 
 from llmco2.analytic.arrow_arrays import empty_strings, numpy_values, string_scalar
+from llmco2.analytic.csv_text import csv_batches, csv_header, with_physical_line
 from llmco2.analytic.table import RequestTable, distinct_rows
 from llmco2.errors import InvalidInputError
 from llmco2.file_checks import check_input_file
@@ -207,55 +206,6 @@ def parse_chunk(header: list[str], batch: pa.RecordBatch, lines: NDArray[np.int6
     return table
 
 
-def _csv_header(path: Path) -> list[str]:
-    """The header of a CSV request file (its first record, cells stripped)."""
-    try:
-        return [h.strip() for h in _raw_header(path)]
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); give a CSV or Parquet "
-                                "request file", field="--requests") from None
-    except csv.Error as exc:
-        raise InvalidInputError(f"{path}, line 1: not a CSV header ({exc})", field="--requests") from None
-
-
-def _csv_batches(path: Path, header: list[str]) -> Iterator[pa.RecordBatch]:
-    """Record batches of a CSV file, every column as strings (the cells as written)."""
-    raw = _raw_header(path)
-    try:
-        reader = pa_csv.open_csv(
-            path, read_options=pa_csv.ReadOptions(block_size=1 << 20, use_threads=False),
-            parse_options=pa_csv.ParseOptions(invalid_row_handler=None),
-            convert_options=pa_csv.ConvertOptions(column_types={h: pa.string() for h in raw}, strings_can_be_null=False,
-                                                  quoted_strings_can_be_null=False))
-        for batch in reader:
-            yield batch.rename_columns(header)
-    except pa.ArrowInvalid as exc:
-        where = _bad_csv_line(path, len(header))
-        first = str(exc).splitlines()[0]
-        if "straddling" in first:  # a row longer than the reader's block
-            first = "a row or field longer than 1 MiB"
-        raise InvalidInputError(f"{path}{where}: malformed CSV row ({first[:200]})", field="--requests") from None
-
-
-def _bad_csv_line(path: Path, width: int) -> str:
-    """``", line N"`` of the first row whose number of cells is not ``width`` (an error path only)."""
-    with path.open(newline="", errors="replace") as fh:
-        reader = csv.reader(fh)
-        try:
-            for row in reader:
-                if row and len(row) != width:
-                    return f", line {reader.line_num}"
-        except csv.Error:
-            return f", line {reader.line_num}"
-    return ""
-
-
-def _raw_header(path: Path) -> list[str]:
-    """The header cells as written (unstripped: the names Arrow reads)."""
-    with path.open(newline="", encoding="utf-8") as fh:
-        return next(csv.reader(fh), [])
-
-
 def _parquet_batches(path: Path, chunk_rows: int) -> Iterator[pa.RecordBatch]:
     try:
         import pyarrow.parquet as pq  # only for Parquet files (some 25 ms to import)
@@ -263,9 +213,28 @@ def _parquet_batches(path: Path, chunk_rows: int) -> Iterator[pa.RecordBatch]:
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="--requests") from None
+    line = 2  # the lines a CSV of the same rows would have
     for batch in pf.iter_batches(batch_size=chunk_rows):
-        cols = [pc.fill_null(pc.cast(c, pa.string()), string_scalar("")) for c in batch.columns]
+        cols = [_parquet_text(c, name, path, line) for c, name in zip(batch.columns, batch.schema.names, strict=True)]
         yield pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
+        line += batch.num_rows
+
+
+def _parquet_text(column: pa.Array, name: str, path: Path, line: int) -> pa.Array:
+    """A Parquet column as strings (nulls empty); bytes that are not UTF-8 or a nested type are an error."""
+    try:
+        return pc.fill_null(pc.cast(column, pa.string()), string_scalar(""))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        pass
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        for i, v in enumerate(column.to_pylist()):
+            try:
+                v is None or v.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInputError(f"{path}, line {line + i}: {name}: not UTF-8 text; write the column as UTF-8 "
+                                        "strings", field="--requests") from None
+    raise InvalidInputError(f"{path}: column {name} of type {column.type} cannot be read as text; write it as strings "
+                            "or numbers", field="--requests")
 
 
 def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
@@ -330,17 +299,18 @@ def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None
         except (pa.ArrowInvalid, OSError) as exc:
             raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="--requests") from None
     else:
-        header = _csv_header(path)
+        header = csv_header(path)
     check_header(path, header)
     resolver = _Resolver(defaults)
     check_context = not getattr(defaults, "ignore_context", False)
     line = 2
-    for batch in _rebatch(_parquet_batches(path, chunk_rows) if parquet else _csv_batches(path, header), chunk_rows):
+    for batch in _rebatch(_parquet_batches(path, chunk_rows) if parquet else csv_batches(path, header), chunk_rows):
         lines = line + np.arange(batch.num_rows, dtype=np.int64)
         try:
             table = parse_chunk(header, batch, lines, resolver, check_context)
         except InvalidInputError as exc:
-            raise InvalidInputError(f"{path}, {exc}", field=None) from None
+            message = str(exc) if parquet else with_physical_line(path, str(exc))
+            raise InvalidInputError(f"{path}, {message}", field=None) from None
         yield RequestChunk(header, batch, table, line)
         line += batch.num_rows
     if line == 2:
