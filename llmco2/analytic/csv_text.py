@@ -111,16 +111,38 @@ def csv_batches(path: Path, header: list[str]) -> Iterator[pa.RecordBatch]:
         for batch in reader:
             yield batch.rename_columns(header)
     except pa.ArrowInvalid as exc:
-        first = str(exc).splitlines()[0]
-        if "UTF8" in first or "UTF-8" in first:
-            raise not_utf8_error(path) from None
-        where = bad_csv_line(path, len(header))
-        first = re.sub(r"Row #\d+: ", "", first)  # Arrow counts records, not lines: the line is named before
-        if "straddling" in first:  # a row longer than the reader's block
-            first = "a row or field longer than 1 MiB"
-        raise InvalidInputError(f"{path}{where}: malformed CSV row ({first[:200]}); every row needs "
-                                f"{len(header)} cells, quoted (\"...\") where a cell holds a comma, quote or line break",
-                                field="--requests") from None
+        raise _malformed(path, len(header), exc) from None
+
+
+def count_records(path: Path, header: list[str]) -> int:
+    """Rows of a CSV request file (blank lines skipped; a quoted line break is inside its row),
+    counted by Arrow reading the first column only; a malformed file is refused as
+    :func:`csv_batches` refuses it."""
+    raw = raw_header(path)
+    rows = 0
+    try:
+        reader = pa_csv.open_csv(
+            path, read_options=pa_csv.ReadOptions(block_size=1 << 22),
+            convert_options=pa_csv.ConvertOptions(include_columns=raw[:1], column_types={raw[0]: pa.string()}))
+        for batch in reader:
+            rows += batch.num_rows
+    except pa.ArrowInvalid as exc:
+        raise _malformed(path, len(header), exc) from None
+    return rows
+
+
+def _malformed(path: Path, width: int, exc: Exception) -> InvalidInputError:
+    """The error for a file Arrow refused: bytes that are not UTF-8, or the first row of the wrong
+    width, named by its line."""
+    first = str(exc).splitlines()[0]
+    if "UTF8" in first or "UTF-8" in first:
+        return not_utf8_error(path)
+    where = bad_csv_line(path, width)
+    first = re.sub(r"Row #\d+: ", "", first)  # Arrow counts records, not lines: the line is named before
+    if "straddling" in first:  # a row longer than the reader's block
+        first = "a row or field longer than 1 MiB"
+    return InvalidInputError(f"{path}{where}: malformed CSV row ({first[:200]}); every row needs {width} cells, "
+                             "quoted (\"...\") where a cell holds a comma, quote or line break", field="--requests")
 
 
 def bad_csv_line(path: Path, width: int) -> str:

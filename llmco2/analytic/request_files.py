@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from llmco2.analytic.arrow_arrays import empty_strings, numpy_values, string_scalar
-from llmco2.analytic.csv_text import csv_batches, csv_header, with_physical_line
+from llmco2.analytic.csv_text import count_records, csv_batches, csv_header, with_physical_line
 from llmco2.analytic.table import RequestTable, distinct_rows
 from llmco2.errors import InvalidInputError
 from llmco2.file_checks import check_input_file
@@ -285,13 +285,15 @@ def check_header(path: Path, header: list[str]) -> None:
         raise InvalidInputError(f"{path}: column {', '.join(dupes)} appears more than once; keep one", field="--requests")
 
 
-def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None = None) -> Iterator[RequestChunk]:
-    """Parsed, validated chunks of a request file (``.parquet``/``.pq``: Parquet; else CSV) of at
-    most ``chunk_rows`` rows (default :data:`CHUNK_ROWS`)."""
-    chunk_rows = chunk_rows or CHUNK_ROWS
+def is_parquet(path: Path) -> bool:
+    """Whether a request file is read as Parquet (by its suffix; anything else is CSV)."""
+    return path.suffix.lower() in (".parquet", ".pq")
+
+
+def request_header(path: Path) -> list[str]:
+    """The checked header of a request file (:func:`check_header`), which must be a readable file."""
     check_input_file(path, "--requests")
-    parquet = path.suffix.lower() in (".parquet", ".pq")
-    if parquet:
+    if is_parquet(path):
         try:
             import pyarrow.parquet as pq
 
@@ -301,10 +303,44 @@ def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None
     else:
         header = csv_header(path)
     check_header(path, header)
+    return header
+
+
+def request_rows(path: Path, header: list[str]) -> int:
+    """Rows of a request file with this header: exact (Parquet: its metadata; CSV: read by Arrow,
+    first column only, which also refuses a malformed file with its line)."""
+    if is_parquet(path):
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    return count_records(path, header)
+
+
+def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None = None,
+                        rows: tuple[int, int | None] = (0, None)) -> Iterator[RequestChunk]:
+    """Parsed, validated chunks of a request file (``.parquet``/``.pq``: Parquet; else CSV) of at
+    most ``chunk_rows`` rows (default :data:`CHUNK_ROWS`), aligned with the start of the file.
+
+    ``rows``: ``(start, stop)``, the rows wanted (0-based; ``stop`` None: to the end of the file);
+    ``start`` is a multiple of ``chunk_rows``. The rows before are read but not parsed, so the
+    chunks are those of the whole file (the same arithmetic on the same rows)."""
+    chunk_rows = chunk_rows or CHUNK_ROWS
+    start, stop = rows
+    if start % chunk_rows:
+        raise ValueError(f"rows start at {start}, not a multiple of the chunk size {chunk_rows}")
+    header = request_header(path)
+    parquet = is_parquet(path)
     resolver = _Resolver(defaults)
     check_context = not getattr(defaults, "ignore_context", False)
     line = 2
     for batch in _rebatch(_parquet_batches(path, chunk_rows) if parquet else csv_batches(path, header), chunk_rows):
+        if stop is not None and line - 2 >= stop:
+            return
+        if line - 2 < start:
+            line += batch.num_rows
+            continue
+        if stop is not None and line - 2 + batch.num_rows > stop:
+            batch = batch.slice(0, stop - (line - 2))
         lines = line + np.arange(batch.num_rows, dtype=np.int64)
         try:
             table = parse_chunk(header, batch, lines, resolver, check_context)
@@ -313,13 +349,13 @@ def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None
             raise InvalidInputError(f"{path}, {message}", field=None) from None
         yield RequestChunk(header, batch, table, line)
         line += batch.num_rows
-    if line == 2:
+    if line == 2 and not start:
         raise InvalidInputError(f"{path} has a header but no requests", field="--requests")
 
 
 def count_rows(path: Path) -> int | None:
     """Rows of a request file, for a progress bar (CSV: newlines less the header; None if unknown)."""
-    if path.suffix.lower() in (".parquet", ".pq"):
+    if is_parquet(path):
         try:
             import pyarrow.parquet as pq
 

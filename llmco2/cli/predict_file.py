@@ -51,6 +51,33 @@ def prediction_arrays(fp: Any) -> list[Any]:
     return out
 
 
+def kept_columns(src: Path, header: list[str]) -> list[int]:
+    """Indices of the input columns written back (all but old prediction columns, which are
+    replaced: one warning names them)."""
+    keep = [i for i, name in enumerate(header) if name not in PREDICTION_COLUMNS]
+    if len(keep) < len(header):
+        log.warning("%s already has prediction columns (%s); they are replaced by the new predictions", src,
+                    ", ".join(h for h in header if h in PREDICTION_COLUMNS))
+    return keep
+
+
+def prediction_batch(chunk: Any, keep: list[int], predictor: Any, assume: dict[str, Any], hourly: Any = None) -> tuple[Any, Any]:
+    """``(record batch, footprint)`` of one chunk of a request file: the ``keep`` input columns
+    followed by :data:`PREDICTION_COLUMNS` (energy J, latency s, carbon g CO2eq); ``hourly``: the
+    hourly grid intensities of the file's requests (operational carbon at each row's hour)."""
+    import pyarrow as pa
+
+    from llmco2.carbon.footprint import predict_footprint
+
+    # the whole chunk at once: the model steps through it (PIPELINE_ROWS), pipelining its network
+    fp = predict_footprint(chunk.table, predictor, assumptions=assume, chunk=max(len(chunk.table), 1))
+    if hourly is not None:
+        fp = hourly.apply(fp, chunk)
+    names = [chunk.header[i] for i in keep]
+    inputs = [chunk.batch.column(i) for i in keep]
+    return pa.RecordBatch.from_arrays([*inputs, *prediction_arrays(fp)], names=[*names, *PREDICTION_COLUMNS]), fp
+
+
 def _needs_quotes(columns: list[Any]) -> bool:
     """Whether any string cell holds a delimiter, quote or line break (a byte search in each
     column's character data, over the cells of the column only)."""
@@ -171,11 +198,10 @@ def _ipc_to_parquet(partial: Path, fh: Any) -> None:
 
 
 def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: dict[str, int]) -> int:
-    import pyarrow as pa
     import pyarrow.csv as pa_csv
 
     from llmco2.analytic.request_files import count_rows, iter_request_chunks
-    from llmco2.carbon.footprint import predict_footprint, resolve_assumptions
+    from llmco2.carbon.footprint import resolve_assumptions
     from llmco2.models.inference import load_inference  # noqa: F401 - the model code is start-up, not prediction
     from llmco2.models.predict import load_predictor
     from llmco2.resumable_output import ResumableOutput
@@ -192,11 +218,8 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
     predictor = load_predictor(args.checkpoint)
     chunks = iter_request_chunks(src, defaults=args)
     first = next(chunks)  # header and first rows checked before anything is written
-    keep = [i for i, name in enumerate(first.header) if name not in PREDICTION_COLUMNS]
+    keep = kept_columns(src, first.header)
     names = [first.header[i] for i in keep]
-    if len(keep) < len(first.header):
-        log.warning("%s already has prediction columns (%s); they are replaced by the new predictions", src,
-                    ", ".join(h for h in first.header if h in PREDICTION_COLUMNS))
     gpus = first.table.gpus if _first_chunk_gpus_suffice(first.table.gpus, len(first.table), options) else _file_gpus(src)
     assume = resolve_assumptions(gpus, **options, engine=engine)
     hourly = None
@@ -219,12 +242,8 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
                     index += 1
                     chunk = next(chunks, None)
                     continue
-                # the whole chunk at once: the model steps through it (PIPELINE_ROWS), pipelining its network
-                fp = predict_footprint(chunk.table, predictor, assumptions=assume, chunk=max(len(chunk.table), 1))
-                if hourly is not None:
-                    fp = hourly.apply(fp, chunk)
+                batch, fp = prediction_batch(chunk, keep, predictor, assume, hourly)
                 inputs = [chunk.batch.column(i) for i in keep]
-                batch = pa.RecordBatch.from_arrays([*inputs, *prediction_arrays(fp)], names=[*names, *PREDICTION_COLUMNS])
                 if parquet_out:
                     def write(fh: Any, batch: Any = batch, head: bool = index == 0) -> None:
                         if head:
