@@ -60,6 +60,10 @@ def check_combinations(args: argparse.Namespace) -> None:
             if given:
                 raise InvalidInputError(f"{', '.join(given)} apply to a single request, not to --requests FILE (its columns "
                                         "give each request); leave them out", field="--requests")
+        elif any(getattr(args, d, None) is not None for d in ("cluster", "workers", "partition_rows")):
+            given = [option_name(d) for d in ("cluster", "workers", "partition_rows") if getattr(args, d, None) is not None]
+            raise InvalidInputError(f"{', '.join(given)} only apply with --requests GLOB_OR_DIR --out FOLDER",
+                                    field=given[0])
         elif getattr(args, "out", None) is not None:
             raise InvalidInputError("only applies with --requests FILE; a single request prints its prediction "
                                     "(--json for a machine-readable copy)", field="--out")

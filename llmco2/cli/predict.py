@@ -46,6 +46,9 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     from llmco2.cli.serving import add_serving_arguments
 
     add_serving_arguments(p)
+    from llmco2.cli.predict_cluster import add_cluster_arguments
+
+    add_cluster_arguments(p)
     handlers[("predict", None)] = cmd_predict
 
     e = sub.add_parser("evaluate", help="accuracy of a checkpoint on measured energy rows")

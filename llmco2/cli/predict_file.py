@@ -141,6 +141,13 @@ def predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
     """Predict every request of ``args.requests`` into ``args.out``; summary line on stderr.
     Ctrl-C or SIGTERM stop it with :class:`~llmco2.errors.Interrupted`, keeping the chunks
     committed so far for the next run of the same command."""
+    from llmco2.cli.predict_cluster import check_cluster_options
+
+    check_cluster_options(args)
+    if getattr(args, "cluster", None):
+        from llmco2.cli.predict_cluster import predict_cluster
+
+        return predict_cluster(args, options)
     progress = {"rows": 0}
     try:
         with _reused_memory(), _terminate_as_interrupt():
