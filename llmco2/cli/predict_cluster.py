@@ -47,7 +47,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="with --cluster local: worker processes (default: CPUs, at most 4)")
     p.add_argument("--partition-rows", type=int, default=None, metavar="N",
-                   help=f"with --cluster: rows per partition and part (default {PARTITION_ROWS:,})")
+                   help=f"with --cluster: rows per partition and part, a multiple of 16,384 (default {PARTITION_ROWS:,})")
 
 
 def names_many_files(requests: str) -> bool:
@@ -75,9 +75,9 @@ def check_cluster_options(args: argparse.Namespace) -> None:
         from llmco2.analytic.request_files import CHUNK_ROWS
 
         n = args.partition_rows
-        if not (1 <= n < CHUNK_ROWS or (n % CHUNK_ROWS == 0 and n <= 1 << 30)):
-            raise InvalidInputError(f"must be below {CHUNK_ROWS:,} or a multiple of it (the chunk size), got {n:,}",
-                                    field="--partition-rows")
+        if not (n > 0 and n % CHUNK_ROWS == 0 and n <= 1 << 30):
+            raise InvalidInputError(f"must be a multiple of {CHUNK_ROWS:,} (the chunk size, so that a part holds the "
+                                    f"chunks of a single-process run), got {n:,}", field="--partition-rows")
     if not args.out:
         raise InvalidInputError("--cluster needs --out FOLDER for the Parquet parts", field="--out")
     out = Path(args.out)
@@ -213,7 +213,7 @@ def _predict_cluster(args: argparse.Namespace, options: dict[str, Any], progress
     engine = get_engine(args.engine).id
     load_predictor(args.checkpoint)  # a bad checkpoint is refused before any worker starts
     partition_rows = args.partition_rows or PARTITION_ROWS
-    chunk_rows = min(partition_rows, CHUNK_ROWS)
+    chunk_rows = CHUNK_ROWS
     setup = {src: _file_setup(src, args, options, engine) for src in files}
     parts = cp.plan_parts([(src, s[0]) for src, s in setup.items()], partition_rows)
     fp = cp.fingerprint(args, [(src, s[0]) for src, s in setup.items()], partition_rows, chunk_rows)
