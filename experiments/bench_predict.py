@@ -11,12 +11,17 @@ wall time and the median peak resident memory of the process (``ru_maxrss`` from
   models, architecture variants and GPUs) and **single-model** (the Azure conversation trace on one
   model and GPU): wall time, and requests per second excluding start-up, where start-up is the
   wall time of the same command on the file's first row alone.
-* ``--million``: a 1,000,000-row file (the mixed file repeated), once: wall time and peak memory.
+* ``--million``: a 1,000,000-row file (the mixed file repeated), once: wall time and peak memory,
+  through the single process and through a local Dask cluster of ``--cluster-workers`` worker
+  processes (``--cluster local``, default 2; 0 leaves it out). The peak memory of the cluster run
+  is the client's (the workers are processes of their own); its CPU time counts the workers too.
+* ``--million-only``: only the 1,000,000-row cases (and the start-up they are measured against).
 
 Child processes keep compiled bytecode, as an installed package does (``PYTHONPYCACHEPREFIX`` in
 the temporary folder).
 
-    python experiments/bench_predict.py [--runs 5] [--n 20000] [--million] [--checkpoint PATH] [--markdown OUT.md]
+    python experiments/bench_predict.py [--runs 5] [--n 20000] [--million] [--million-only] [--cluster-workers 2]
+        [--checkpoint PATH] [--markdown OUT.md]
 """
 
 from __future__ import annotations
@@ -46,9 +51,11 @@ ENV["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "llmco2-bench-pyc
 
 def timed_process(args: list[str]) -> tuple[float, float]:
     """``(wall seconds, peak resident MB)`` of one process running ``llmco2 ARGS``; its CPU
-    seconds (user + system, all threads) are added to :data:`CPU_SECONDS` under ``ARGS``."""
+    seconds (user + system, all threads, and the child processes it waited for: Dask workers) are
+    added to :data:`CPU_SECONDS` under ``ARGS``."""
     start = time.perf_counter()
-    proc = subprocess.Popen([*LLMCO2, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=ENV)
+    proc = subprocess.Popen([*LLMCO2, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=ENV,
+                            start_new_session=True)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -107,11 +114,55 @@ def file_case(name: str, path: Path, rows: int, runs: int, ckpt: list[str], tmp:
             "startup_s": startup, "cpu_s": median_cpu(command)}
 
 
+def small_cases(args: argparse.Namespace, ckpt: list[str], tmp: Path, mixed: Path) -> list[dict[str, object]]:
+    """``--help``, one request, the mixed file and the single-model file."""
+    rows: list[dict[str, object]] = []
+    wall, peak = median_run(["--help"], args.runs)
+    rows.append({"case": "`llmco2 --help`", "wall_s": wall, "peak_mb": peak, "cpu_s": median_cpu(["--help"])})
+    wall, peak = median_run([*SINGLE, *ckpt], args.runs)
+    rows.append({"case": "`predict` one request `--json` (cold)", "wall_s": wall, "peak_mb": peak,
+                 "cpu_s": median_cpu([*SINGLE, *ckpt])})
+    rows.append(file_case("mixed models and GPUs", mixed, args.n, args.runs, ckpt, tmp))
+    single = single_model_file(tmp / "single.csv", args.model, args.gpu)
+    n_single = sum(1 for _ in single.open()) - 1
+    rows.append(file_case(f"one model ({args.model} on {args.gpu}, Azure conv trace)", single, n_single, args.runs,
+                          ckpt, tmp))
+    return rows
+
+
+def million_cases(args: argparse.Namespace, ckpt: list[str], tmp: Path, mixed: Path, startup: float) -> list[dict[str, object]]:
+    """1,000,000 mixed rows (the mixed file repeated): single process, then a local Dask cluster."""
+    big = tmp / "million.csv"
+    lines = mixed.read_text().splitlines(keepends=True)
+    with big.open("w") as fh:
+        fh.write(lines[0])
+        written = 0
+        while written < 1_000_000:
+            take = lines[1:1 + min(len(lines) - 1, 1_000_000 - written)]
+            fh.writelines(take)
+            written += len(take)
+    rows: list[dict[str, object]] = []
+    command = ["predict", "--requests", str(big), "--out", str(tmp / "out.csv"), *ckpt]
+    wall, peak = timed_process(command)
+    rows.append({"case": "`predict --requests`, 1,000,000 mixed requests, single process (1 run)", "wall_s": wall,
+                 "peak_mb": peak, "per_s": 1_000_000 / max(wall - startup, 1e-9), "cpu_s": median_cpu(command)})
+    if args.cluster_workers > 0:
+        command = ["predict", "--requests", str(big), "--out", str(tmp / "parts"), "--cluster", "local", "--workers",
+                   str(args.cluster_workers), *ckpt]
+        wall, peak = timed_process(command)
+        rows.append({"case": f"same, `--cluster local --workers {args.cluster_workers}` (1 run; start-up includes the "
+                             "cluster's)", "wall_s": wall, "peak_mb": peak, "per_s": 1_000_000 / max(wall - startup, 1e-9),
+                     "cpu_s": median_cpu(command)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--n", type=int, default=20_000, help="mixed requests (default 20000)")
     parser.add_argument("--million", action="store_true", help="also a 1,000,000-row file (once)")
+    parser.add_argument("--million-only", action="store_true", help="only the 1,000,000-row cases")
+    parser.add_argument("--cluster-workers", type=int, default=2, help="workers of the local Dask cluster (0: no cluster run)")
     parser.add_argument("--checkpoint", default=None)
     parser.add_argument("--model", default="llama3.1-8b")
     parser.add_argument("--gpu", default="a100-80gb")
@@ -122,33 +173,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         timed_process([*SINGLE, *ckpt])  # writes the inference sidecar if it is missing (not timed)
-        wall, peak = median_run(["--help"], args.runs)
-        rows.append({"case": "`llmco2 --help`", "wall_s": wall, "peak_mb": peak, "cpu_s": median_cpu(["--help"])})
-        wall, peak = median_run([*SINGLE, *ckpt], args.runs)
-        rows.append({"case": "`predict` one request `--json` (cold)", "wall_s": wall, "peak_mb": peak,
-                     "cpu_s": median_cpu([*SINGLE, *ckpt])})
         mixed = tmp / "mixed.csv"
         subprocess.run([*LLMCO2, "sample", "--strategy", "focused", "--trace", "conv", "--n", str(args.n), "--seed", "0",
                         "--out", str(mixed)], check=True, cwd=ROOT, capture_output=True, env=ENV)
-        rows.append(file_case("mixed models and GPUs", mixed, args.n, args.runs, ckpt, tmp))
-        single = single_model_file(tmp / "single.csv", args.model, args.gpu)
-        n_single = sum(1 for _ in single.open()) - 1
-        rows.append(file_case(f"one model ({args.model} on {args.gpu}, Azure conv trace)", single, n_single, args.runs,
-                              ckpt, tmp))
-        if args.million:
-            big = tmp / "million.csv"
-            lines = mixed.read_text().splitlines(keepends=True)
-            with big.open("w") as fh:
-                fh.write(lines[0])
-                written = 0
-                while written < 1_000_000:
-                    take = lines[1:1 + min(len(lines) - 1, 1_000_000 - written)]
-                    fh.writelines(take)
-                    written += len(take)
-            wall, peak = timed_process(["predict", "--requests", str(big), "--out", str(tmp / "out.csv"), *ckpt])
+        if not args.million_only:
+            rows += small_cases(args, ckpt, tmp, mixed)
             startup = float(rows[2]["startup_s"])  # type: ignore[arg-type]
-            rows.append({"case": "`predict --requests`, 1,000,000 mixed requests (1 run)", "wall_s": wall, "peak_mb": peak,
-                         "per_s": 1_000_000 / max(wall - startup, 1e-9)})
+        else:
+            startup, _ = median_run(["predict", "--requests", str(first_rows(mixed, tmp / "one.csv", 1)), "--out",
+                                     str(tmp / "one-out.csv"), *ckpt], args.runs)
+        if args.million or args.million_only:
+            rows += million_cases(args, ckpt, tmp, mixed, startup)
     lines = ["| case | wall time (s) | CPU time (s) | peak memory (MB) | requests/s excl. start-up |", "|---|---:|---:|---:|---:|"]
     for r in rows:
         rate = f"{r['per_s']:,.0f}" if "per_s" in r else "-"

@@ -153,8 +153,12 @@ def dask_client(cluster: str, workers: int | None, verbose: bool = False) -> Ite
     for name in ("distributed", "tornado"):
         logging.getLogger(name).setLevel(quiet)
     if cluster == "local":
-        n = workers or max(1, min(os.cpu_count() or 1, 4))
-        local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=quiet)
+        cpus = os.cpu_count() or 1
+        n = workers or max(1, min(cpus, 4))
+        # each worker's forward pass gets its share of the CPUs (else the threads of every worker contend)
+        env = {"LLMCO2_THREADS": os.environ.get("LLMCO2_THREADS") or str(max(1, cpus // n))}
+        local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=quiet,
+                             env=env)
         client = Client(local)
     else:
         local = None
