@@ -18,7 +18,9 @@ import argparse
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -142,6 +144,21 @@ def _locked(out: Path) -> Iterator[None]:
 
 
 @contextmanager
+def _workers_ignore_ctrl_c() -> Iterator[None]:
+    """Processes started meanwhile ignore SIGINT (an ignored signal stays ignored in a child, and
+    Python then installs no KeyboardInterrupt handler): Ctrl-C reaches the whole process group,
+    and this process, not each worker, stops the run."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
 def dask_client(cluster: str, workers: int | None, verbose: bool = False) -> Iterator[Any]:
     """A :class:`distributed.Client` of a new local cluster or of the scheduler at ``cluster``."""
     try:
@@ -157,8 +174,9 @@ def dask_client(cluster: str, workers: int | None, verbose: bool = False) -> Ite
         n = workers or max(1, min(cpus, 4))
         # each worker's forward pass gets its share of the CPUs (else the threads of every worker contend)
         env = {"LLMCO2_THREADS": os.environ.get("LLMCO2_THREADS") or str(max(1, cpus // n))}
-        local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=quiet,
-                             env=env)
+        with _workers_ignore_ctrl_c():
+            local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                 silence_logs=quiet, env=env)
         client = Client(local)
     else:
         local = None
