@@ -166,7 +166,7 @@ def predict_part(part: Part, out: str, args: argparse.Namespace, assume: dict[st
     import pyarrow.parquet as pq
 
     from llmco2.analytic.request_files import iter_request_chunks
-    from llmco2.cli.predict_file import _rare_collections, _reused_memory, prediction_batch
+    from llmco2.cli.prediction_chunks import prediction_batch, rare_collections, reused_memory
     from llmco2.models.predict import load_predictor
 
     final = Path(out) / part.name
@@ -177,7 +177,7 @@ def predict_part(part: Part, out: str, args: argparse.Namespace, assume: dict[st
     writer = None
     try:
         predictor = load_predictor(args.checkpoint)
-        with _reused_memory(), _rare_collections():  # as in a single-process run: no page-fault churn
+        with reused_memory(), rare_collections():  # as in a single-process run: no page-fault churn
             for chunk in iter_request_chunks(Path(part.src), defaults=args, chunk_rows=chunk_rows, rows=(part.start, part.stop)):
                 batch, _ = prediction_batch(chunk, keep, predictor, assume)
                 writer = writer or pq.ParquetWriter(str(tmp), batch.schema)  # created with the usual permissions

@@ -197,11 +197,11 @@ def dask_client(cluster: str, workers: int | None, verbose: bool = False) -> Ite
 def predict_cluster(args: argparse.Namespace, options: dict[str, Any]) -> int:
     """Predict every request of the files ``args.requests`` names into Parquet parts in
     ``args.out`` on the Dask cluster ``args.cluster``; summary line on stderr."""
-    from llmco2.cli.predict_file import _terminate_as_interrupt
+    from llmco2.cli.prediction_chunks import terminate_as_interrupt
 
     progress = {"rows": 0, "total": 0}
     try:
-        with _terminate_as_interrupt():
+        with terminate_as_interrupt():
             return _predict_cluster(args, options, progress)
     except KeyboardInterrupt as exc:
         raise Interrupted(progress["rows"], progress["total"] or None, getattr(exc, "exit_code", 130),
@@ -212,19 +212,19 @@ def _file_setup(src: Path, args: argparse.Namespace, options: dict[str, Any], en
     """``(rows, kept input columns, assumptions)`` of one input file, as a single-process run has them."""
     from llmco2.analytic.request_files import request_header, request_rows
     from llmco2.carbon.footprint import resolve_assumptions
-    from llmco2.cli.predict_file import _file_gpus, kept_columns
+    from llmco2.cli.prediction_chunks import file_gpus, kept_columns
 
     header = request_header(src)
     rows = request_rows(src, header)
     if not rows:
         raise InvalidInputError(f"{src} has a header but no requests", field="--requests")
-    return rows, kept_columns(src, header), resolve_assumptions(_file_gpus(src), **options, engine=engine)
+    return rows, kept_columns(src, header), resolve_assumptions(file_gpus(src), **options, engine=engine)
 
 
 def _predict_cluster(args: argparse.Namespace, options: dict[str, Any], progress: dict[str, int]) -> int:
     from llmco2.analytic.request_files import CHUNK_ROWS
     from llmco2.cli import cluster_parts as cp
-    from llmco2.cli.predict_file import _progress
+    from llmco2.cli.prediction_chunks import progress_bar
     from llmco2.models.predict import load_predictor
     from llmco2.specs import get_engine
 
@@ -256,7 +256,7 @@ def _predict_cluster(args: argparse.Namespace, options: dict[str, Any], progress
                     cp.write_manifest(out, fp, parts, finished=False)
                     owned["parts"] = True
                 try:
-                    with _progress(total if sys.stderr.isatty() else None) as advance:
+                    with progress_bar(total if sys.stderr.isatty() else None) as advance:
                         advance(done_before)
                         if todo:
                             _run_parts(client, args, todo, out, setup, chunk_rows, progress, advance)

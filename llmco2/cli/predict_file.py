@@ -12,71 +12,29 @@ is the same, byte for byte, as an uninterrupted run's.
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from llmco2.errors import Interrupted, InvalidInputError, Terminated
+from llmco2.cli.prediction_chunks import (  # noqa: F401 - PREDICTION_COLUMNS and prediction_arrays are used from here too
+    PREDICTION_COLUMNS,
+    file_gpus,
+    kept_columns,
+    prediction_arrays,
+    prediction_batch,
+    progress_bar,
+    rare_collections,
+    reused_memory,
+    terminate_as_interrupt,
+)
+from llmco2.errors import Interrupted, InvalidInputError
 from llmco2.file_checks import check_input_file, check_output_path
 
 log = logging.getLogger(__name__)
-
-#: Columns added to the input columns (an input column of the same name is replaced).
-PREDICTION_COLUMNS = ("prefill_j", "decode_j", "total_j", "total_j_low", "total_j_high", "prefill_j_low", "prefill_j_high",
-                      "decode_j_low", "decode_j_high", "latency_s", "operational_g", "embodied_g", "total_g",
-                      "extrapolated")
-
-
-def prediction_arrays(fp: Any) -> list[Any]:
-    """The :data:`PREDICTION_COLUMNS` of a footprint as Arrow arrays (an unknown embodied carbon: null)."""
-    from llmco2.analytic.arrow_arrays import arrow_array
-
-    low, high = fp.energy_low_j, fp.energy_high_j
-    cols = [fp.prefill_j, fp.decode_j, fp.total_j, fp.total_low_j, fp.total_high_j, low[:, 0], high[:, 0], low[:, 1],
-            high[:, 1], fp.latency_s, fp.operational_g, fp.embodied_g, fp.total_g]
-    out = []
-    for c in cols:
-        values = np.ascontiguousarray(c, dtype=np.float64)
-        out.append(arrow_array(values, ~np.isnan(values)))
-    out.append(arrow_array(np.asarray(fp.extrapolated, dtype=bool)))
-    return out
-
-
-def kept_columns(src: Path, header: list[str]) -> list[int]:
-    """Indices of the input columns written back (all but old prediction columns, which are
-    replaced: one warning names them)."""
-    keep = [i for i, name in enumerate(header) if name not in PREDICTION_COLUMNS]
-    if len(keep) < len(header):
-        log.warning("%s already has prediction columns (%s); they are replaced by the new predictions", src,
-                    ", ".join(h for h in header if h in PREDICTION_COLUMNS))
-    return keep
-
-
-def prediction_batch(chunk: Any, keep: list[int], predictor: Any, assume: dict[str, Any], hourly: Any = None) -> tuple[Any, Any]:
-    """``(record batch, footprint)`` of one chunk of a request file: the ``keep`` input columns
-    followed by :data:`PREDICTION_COLUMNS` (energy J, latency s, carbon g CO2eq); ``hourly``: the
-    hourly grid intensities of the file's requests (operational carbon at each row's hour)."""
-    import pyarrow as pa
-
-    from llmco2.carbon.footprint import predict_footprint
-
-    # the whole chunk at once: the model steps through it (PIPELINE_ROWS), pipelining its network
-    fp = predict_footprint(chunk.table, predictor, assumptions=assume, chunk=max(len(chunk.table), 1))
-    if hourly is not None:
-        fp = hourly.apply(fp, chunk)
-    names = [chunk.header[i] for i in keep]
-    inputs = [chunk.batch.column(i) for i in keep]
-    return pa.RecordBatch.from_arrays([*inputs, *prediction_arrays(fp)], names=[*names, *PREDICTION_COLUMNS]), fp
-
 
 def _needs_quotes(columns: list[Any]) -> bool:
     """Whether any string cell holds a delimiter, quote or line break (a byte search in each
@@ -95,34 +53,6 @@ def _needs_quotes(columns: list[Any]) -> bool:
         if any(ch in text for ch in (b",", b'"', b"\r", b"\n")):
             return True
     return False
-
-
-def _file_gpus(path: Path) -> list[Any]:
-    """The distinct GPUs of a request file (one Arrow pass over its ``gpu`` column)."""
-    import pyarrow as pa
-    import pyarrow.csv as pa_csv
-
-    from llmco2.specs import get_gpu
-
-    names: set[str] = set()
-    try:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
-
-            column = pq.read_table(path, columns=["gpu"]).column("gpu")
-        else:
-            column = pa_csv.read_csv(path, convert_options=pa_csv.ConvertOptions(
-                include_columns=["gpu"], column_types={"gpu": pa.string()})).column("gpu")
-        names = {str(v) for v in column.unique().to_pylist() if v is not None}
-    except (pa.ArrowInvalid, KeyError, OSError):
-        pass  # a malformed file is reported, with its line, when its chunk is read
-    gpus = {}
-    for name in names:
-        try:
-            gpus[name.strip()] = get_gpu(name.strip())
-        except InvalidInputError:
-            continue  # reported with its line when its chunk is read
-    return list({g.id: g for g in gpus.values()}.values())
 
 
 def _first_chunk_gpus_suffice(gpus: list[Any], rows: int, options: dict[str, Any]) -> bool:
@@ -150,7 +80,7 @@ def predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
         return predict_cluster(args, options)
     progress = {"rows": 0}
     try:
-        with _reused_memory(), _terminate_as_interrupt():
+        with reused_memory(), terminate_as_interrupt():
             return _predict_file(args, options, progress)
     except KeyboardInterrupt as exc:
         from llmco2.analytic.request_files import count_rows
@@ -158,23 +88,6 @@ def predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
         src = Path(args.requests)
         total = count_rows(src) if src.is_file() else None
         raise Interrupted(progress["rows"], total, getattr(exc, "exit_code", 130), resumable=progress["rows"] > 0) from None
-
-
-@contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises :class:`~llmco2.errors.Terminated` (a ``KeyboardInterrupt``) while this runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _fingerprint(args: argparse.Namespace, src: Path, parquet_out: bool) -> dict[str, Any]:
@@ -227,7 +140,7 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
     first = next(chunks)  # header and first rows checked before anything is written
     keep = kept_columns(src, first.header)
     names = [first.header[i] for i in keep]
-    gpus = first.table.gpus if _first_chunk_gpus_suffice(first.table.gpus, len(first.table), options) else _file_gpus(src)
+    gpus = first.table.gpus if _first_chunk_gpus_suffice(first.table.gpus, len(first.table), options) else file_gpus(src)
     assume = resolve_assumptions(gpus, **options, engine=engine)
     hourly = None
     if getattr(args, "intensity_file", None):  # every row's hour checked before anything is written
@@ -240,7 +153,7 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
     output = ResumableOutput(out, _fingerprint(args, src, parquet_out)).open()
     resumed = progress["rows"] = output.rows
     try:
-        with _progress(total) as advance, _rare_collections():
+        with progress_bar(total) as advance, rare_collections():
             index = 0
             chunk: Any = first
             while chunk is not None:
@@ -287,72 +200,6 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
                      f"{engine} (rows without an engine column), grid {g['g_co2eq_per_kwh']:g} g/kWh "
                      f"({g['region'] or 'user value'}), PUE {assume['pue']['value']:g}; {extrapolated:,} extrapolated\n")
     return 0
-
-
-@contextmanager
-def _progress(total: int | None) -> Iterator[Callable[[int], None]]:
-    """A function advancing a progress bar on the terminal, shown for files of 50,000 rows or
-    more (rich is imported only then), else a no-op."""
-    if total is None or total < 50_000:
-        yield lambda done: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("predicting"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True) as bar:
-        task = bar.add_task("predict", total=total)
-        yield lambda done: bar.advance(task, done)
-
-
-@contextmanager
-def _rare_collections() -> Iterator[None]:
-    """Cyclic garbage collection made rare while predicting: the objects alive so far (modules,
-    catalogs, the model) are frozen out of it, and the youngest generation is collected every
-    50,000 allocations instead of 700. Prediction creates few reference cycles (its objects are
-    freed by reference counting), and each collection costs a scan of every young object."""
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
-
-
-#: glibc ``mallopt`` parameters (``malloc.h``).
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-#: While predicting, blocks up to this size come from the heap and freed memory is kept for reuse.
-_HELD_BYTES = 256 * 1024 * 1024
-#: Afterwards: the largest thresholds glibc's own adjustment reaches on 64-bit (mmap 32 MiB, trim
-#: twice that); setting a threshold turns that adjustment off for the rest of the process.
-_AFTER_MMAP_BYTES, _AFTER_TRIM_BYTES = 32 * 1024 * 1024, 64 * 1024 * 1024
-
-
-@contextmanager
-def _reused_memory() -> Iterator[None]:
-    """Freed memory kept by the allocator while predicting (glibc only; elsewhere a no-op).
-
-    Every step allocates and frees arrays of some megabytes. By default glibc maps large blocks
-    afresh and returns freed memory at the top of the heap to the kernel, so each step pays the
-    kernel again to fault in and zero the same memory (on a 20,000-row file some 10,000 page
-    faults, 0.05-0.1 s of system time). Peak memory is unchanged. Afterwards the thresholds are set
-    to the values glibc's dynamic adjustment converges to and the heap is trimmed."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None)  # the process's own symbols, the C library's among them
-        mallopt, trim = libc.mallopt, libc.malloc_trim
-    except (OSError, AttributeError, TypeError):
-        yield
-        return
-    held = bool(mallopt(_M_MMAP_THRESHOLD, _HELD_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, _HELD_BYTES))
-    try:
-        yield
-    finally:
-        if held:
-            mallopt(_M_MMAP_THRESHOLD, _AFTER_MMAP_BYTES)
-            mallopt(_M_TRIM_THRESHOLD, _AFTER_TRIM_BYTES)
-            trim(0)
 
 
 def first_chunk_limit() -> int:
