@@ -66,8 +66,9 @@ def check_cluster_options(args: argparse.Namespace) -> None:
         if given:
             raise InvalidInputError(f"{', '.join(given)} only apply with --cluster local|ADDRESS", field=given[0])
         if names_many_files(args.requests):
-            raise InvalidInputError(f"{args.requests!r} is a folder or a glob; predict many files with --cluster local "
-                                    "(or a scheduler address) and --out FOLDER, or give one file", field="--requests")
+            what = "is a directory" if Path(args.requests).is_dir() else "is a glob"
+            raise InvalidInputError(f"{args.requests!r} {what}; give one file, or predict many with --cluster local (or "
+                                    "a scheduler address) and --out FOLDER", field="--requests")
         return
     if args.workers is not None and cluster != "local":
         raise InvalidInputError("only applies with --cluster local (a running cluster has its own workers)", field="--workers")
