@@ -131,6 +131,8 @@ def _free_port() -> int:
     (["--model", "qwen2-0.5b", "--gpu", "h100", "--batch-size", "1", "--prompt-tokens", "8", "--gen-tokens", "8",
       "--cluster", "local"], "only apply with --requests"),
     (["--out", "{tmp}/o", "--cluster", "tcp://127.0.0.1:{port}", "--requests", "{in}"], "cannot reach a Dask scheduler"),
+    (["--out", "{tmp}/o", "--cluster", "local", "--intensity-file", "{tmp}/file", "--requests", "{in}"],
+     "hourly intensities are applied by single-process runs only"),
 ])
 def test_refused_with_one_line(extra: list[str], words: str, inputs: Path, tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch) -> None:

@@ -70,6 +70,10 @@ def check_cluster_options(args: argparse.Namespace) -> None:
             raise InvalidInputError(f"{args.requests!r} {what}; give one file, or predict many with --cluster local (or "
                                     "a scheduler address) and --out FOLDER", field="--requests")
         return
+    if getattr(args, "intensity_file", None):
+        raise InvalidInputError("hourly intensities are applied by single-process runs only: run predict --requests FILE "
+                                "--intensity-file CSV per file, or drop --intensity-file to use --region's annual average",
+                                field="--intensity-file")
     if args.workers is not None and cluster != "local":
         raise InvalidInputError("only applies with --cluster local (a running cluster has its own workers)", field="--workers")
     if args.workers is not None and not 1 <= args.workers <= 1024:
