@@ -16,6 +16,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.analytic import kernels as K
+from llmco2.analytic.item_codes import COUNT_ATTRS, ROW_COUNTS, code_items
+from llmco2.analytic.item_codes import request_kind_key as request_kind_key  # re-exported: was defined here
 from llmco2.analytic.mixers import MIX_BOOLS, arch_mix_fields, mixed_layer_costs
 from llmco2.analytic.roofline import BOUNDS, RooflinePoint, roofline_point
 from llmco2.specs.engines import engine_level_index
@@ -147,13 +149,14 @@ class LayerBatch:
         One pass collects each row's counts and the codes of its architecture, GPU and request
         kind (dtypes, flags, engine); :meth:`from_parts` computes the rest once per distinct value.
         """
-        from llmco2.analytic.table import RequestTable  # table builds on this module
-
         items = list(items)
         if validate:
             for arch, req, gpu in items:
                 validate_request(req, arch, gpu, check_context=check_context)
-        return RequestTable.from_items(items).layer_batch()
+        archs, gpus, kinds, codes, nums = code_items(items)
+        row = {attr: nums[i] for i, attr in enumerate(COUNT_ATTRS)}
+        counts = {f: row[attr].astype(np.float64) for f, attr in ROW_COUNTS.items()}
+        return cls.from_parts(archs, codes[0], gpus, codes[1], kinds, codes[2], counts)
 
     @classmethod
     def from_parts(cls, archs: Sequence[ModelArch], arch_code: NDArray[np.int64], gpus: Sequence[GPU], gpu_code: NDArray[np.int64],
@@ -174,18 +177,6 @@ class LayerBatch:
         if not len(arch_code):
             cols.update({f.name: np.zeros(0, dtype=bool if f.name in bools else np.float64) for f in fields(cls)})
         return cls(**cols)
-
-
-#: LayerBatch fields that are a request's own counts (attribute of `Request`); every other field
-#: depends only on the architecture, the GPU and the request's dtypes, flags and engine.
-ROW_COUNTS: dict[str, str] = {"batch": "batch_size", "prompt": "prompt_tokens", "generated": "generated_tokens",
-                              "tp": "tensor_parallel", "num_gpus": "num_gpus"}
-
-
-def request_kind_key(req: Request) -> tuple:
-    """What of a request, besides its counts, the LayerBatch depends on."""
-    return (req.weight_dtype, req.activation_dtype, req.kv_dtype, req.compute_dtype, req.flash_attention, req.causal,
-            req.engine)
 
 
 def _arch_fields(arch: ModelArch) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from llmco2.analytic.layer import ROW_COUNTS, LayerBatch, request_kind_key
+from llmco2.analytic.item_codes import ROW_COUNTS, code_items
+from llmco2.analytic.layer import LayerBatch
 from llmco2.errors import InvalidInputError
 from llmco2.specs.gpus import GPU
 from llmco2.specs.models import ModelArch
@@ -53,32 +54,7 @@ class RequestTable:
     @classmethod
     def from_items(cls, items: Sequence[tuple[ModelArch, Request, GPU]]) -> RequestTable:
         """Columns of (arch, request, gpu) triples (one light pass: attribute reads only)."""
-        archs: dict[int, int] = {}
-        gpus: dict[int, int] = {}
-        kinds: dict[tuple, int] = {}
-        arch_list: list[ModelArch] = []
-        gpu_list: list[GPU] = []
-        kind_list: list[Request] = []
-        n = len(items)
-        codes = np.empty((3, n), dtype=np.int64)
-        nums = np.empty((5, n), dtype=np.int64)
-        for i, (a, r, g) in enumerate(items):
-            ca = archs.get(id(a))
-            if ca is None:
-                ca = archs[id(a)] = len(arch_list)
-                arch_list.append(a)
-            cg = gpus.get(id(g))
-            if cg is None:
-                cg = gpus[id(g)] = len(gpu_list)
-                gpu_list.append(g)
-            key = request_kind_key(r)
-            ck = kinds.get(key)
-            if ck is None:
-                ck = kinds[key] = len(kind_list)
-                kind_list.append(r)
-            codes[0, i], codes[1, i], codes[2, i] = ca, cg, ck
-            nums[0, i], nums[1, i], nums[2, i] = r.batch_size, r.prompt_tokens, r.generated_tokens
-            nums[3, i], nums[4, i] = r.num_gpus, r.tensor_parallel  # type: ignore[assignment]
+        arch_list, gpu_list, kind_list, codes, nums = code_items(items)
         return cls(arch_list, gpu_list, kind_list, codes[0], codes[1], codes[2], *nums)
 
     def item(self, i: int) -> tuple[ModelArch, Request, GPU]:
