@@ -67,9 +67,6 @@ class IsolatedRows:
         energy = np.where(self.has_prefill, pre.energy_j, 0.0) + self.decode_steps * dec.energy_j
         return lat, energy
 
-    def engines(self) -> list[str]:
-        return sorted(set(self.decode.engines))
-
     def observations(self, mask: np.ndarray | None = None) -> list[Observation]:
         """Latency and power observation groups per source of the rows under ``mask``."""
         mask = np.ones(len(self.rows), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)

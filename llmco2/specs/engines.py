@@ -69,8 +69,9 @@ def _load(text: str) -> list[Engine]:
         unknown = set(raw) - _FIELDS
         if unknown:
             raise ValueError(f"engine {raw.get('id')!r}: unknown keys {sorted(unknown)}")
-        for key in ("launch_overhead_us", "step_overhead_ms", "sequence_overhead_us", "serving_sequence_overhead_us"):
-            if key in raw and key not in raw.get("sources", {}) or key != "serving_sequence_overhead_us" and key not in raw.get("sources", {}):
+        required = ("launch_overhead_us", "step_overhead_ms", "sequence_overhead_us")
+        for key in (*required, *(k for k in ("serving_sequence_overhead_us",) if k in raw)):  # optional keys: sourced where given
+            if key not in raw.get("sources", {}):
                 raise ValueError(f"engine {raw['id']!r}: {key} has no source")
         if raw.get("feature_level") and raw["feature_level"] not in {r["id"] for r in loads_toml(text, "engines")["engine"]}:
             raise ValueError(f"engine {raw['id']!r}: feature_level {raw['feature_level']!r} is not a catalog id")
