@@ -116,7 +116,8 @@ def single_prediction(model: str | ModelArch, gpu: str | GPU, *, batch_size: int
                       ) -> tuple[dict[str, Any], tuple[ModelArch, Request, GPU]]:
     """The JSON object of ``llmco2 predict ... --json`` and the request's (arch, request, GPU).
     The request is checked before the checkpoint is loaded."""
-    from llmco2.carbon.footprint import predict_footprint, resolve_assumptions
+    from llmco2.carbon.assumptions import resolve_assumptions
+    from llmco2.carbon.footprint import predict_footprint
     from llmco2.models.predict import load_predictor
 
     if isinstance(pue, str):
@@ -209,7 +210,8 @@ def predict_frame(frame: Any, *, engine: str = "vllm", region: str | None = None
     import pyarrow as pa
 
     from llmco2.analytic.request_files import CHUNK_ROWS
-    from llmco2.carbon.footprint import predict_footprint, resolve_assumptions
+    from llmco2.carbon.assumptions import resolve_assumptions
+    from llmco2.carbon.footprint import predict_footprint
     from llmco2.cli.predict_file import PREDICTION_COLUMNS, prediction_arrays
     from llmco2.models.predict import load_predictor
     from llmco2.specs import get_engine

@@ -1,8 +1,10 @@
-"""The package's import graph has no loops: every import inside ``llmco2`` (at module level or
-inside a function) points one way, down the stages specs -> analytic -> graph -> data -> measure
--> models -> carbon/serving -> cli.
+"""The package's import graph has no loops, and its imports point one way: every import inside
+``llmco2`` (at module level or inside a function) goes to the same stage or an earlier one of
+specs -> analytic -> graph -> data -> measure -> models -> prediction -> carbon -> serving -> cli
+(serving builds on carbon's accounting; the Python API, ``llmco2.api``, sits with cli on top).
 
-Run as a script to print the graph's loops: ``python tests/test_architecture.py``.
+Run as a script to print the graph's loops and the imports against the stage order:
+``python tests/test_architecture.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,28 @@ KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset()
 #: Pairs that once imported each other and must now import one way only.
 UNTIED = (("llmco2.measure.meter", "llmco2.measure.windows"), ("llmco2.cli.predict", "llmco2.cli.serving"),
           ("llmco2.analytic.layer", "llmco2.analytic.table"))
+
+
+#: The stages, earliest first: a module may import its own stage and earlier ones.
+STAGES = ("specs", "analytic", "graph", "data", "measure", "models", "prediction", "carbon", "serving", "cli")
+#: Modules outside the stage packages: shared by every stage (before the first), or in the last
+#: stage beside cli (the Python API).
+SHARED = ("llmco2", "llmco2.errors", "llmco2.file_checks", "llmco2.config_checks", "llmco2.resumable_output")
+TOP = ("llmco2.api",)
+
+
+def stage(module: str) -> int:
+    """Position of ``module``'s stage in :data:`STAGES` (-1: shared by all)."""
+    if module in SHARED:
+        return -1
+    if module in TOP:
+        return len(STAGES) - 1
+    return STAGES.index(module.split(".")[1])
+
+
+def against_stages(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Imports from a module to one of a later stage, as (importer, imported)."""
+    return sorted((a, b) for a, deps in graph.items() for b in deps if stage(b) > stage(a))
 
 
 def package_modules(root: Path = ROOT, package: str = PACKAGE) -> dict[str, Path]:
@@ -153,6 +177,25 @@ def test_untied_pairs_import_one_way() -> None:
         assert not any(a in c and b in c for c in loops), f"{a} and {b} import each other (directly or through others)"
 
 
+def test_stage_check_sees_an_import_of_a_later_stage() -> None:
+    graph = {"llmco2.models.a": {"llmco2.prediction.b", "llmco2.errors"}, "llmco2.prediction.b": {"llmco2.models.a"},
+             "llmco2.api": {"llmco2.cli.c"}, "llmco2.cli.c": {"llmco2.api"}}
+    assert against_stages(graph) == [("llmco2.models.a", "llmco2.prediction.b")]
+
+
+def test_every_module_has_a_stage() -> None:
+    for name in package_modules():
+        assert name in SHARED or name in TOP or (len(name.split(".")) > 1 and name.split(".")[1] in STAGES), name
+
+
+def test_imports_follow_the_stage_order() -> None:
+    wrong = against_stages(import_graph(package_modules()))
+    assert not wrong, f"imports from an earlier stage to a later one: {wrong}"
+
+
 if __name__ == "__main__":
-    for loop in cycles(import_graph(package_modules())):
+    graph = import_graph(package_modules())
+    for loop in cycles(graph):
         print(("known: " if loop in KNOWN_CYCLES else "") + " <-> ".join(sorted(loop)))
+    for a, b in against_stages(graph):
+        print(f"against the stage order: {a} -> {b}")

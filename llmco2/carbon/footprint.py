@@ -1,10 +1,10 @@
-"""The footprint of requests: predicted energy per phase, latency, operational and embodied carbon,
-and the assumptions behind them — vectorised over any number of requests."""
+"""The footprint of requests: predicted energy per phase and latency (from
+:mod:`llmco2.prediction`), operational and embodied carbon, and the assumptions behind them —
+vectorised over any number of requests."""
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -13,23 +13,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.analytic.table import RequestTable
-from llmco2.carbon.accounting import default_lifetime_years, embodied_g, operational_g, pue, region
-from llmco2.errors import InvalidInputError
-from llmco2.specs import GPU, ModelArch, Request, get_engine
-from llmco2.specs.limits import check_float
+from llmco2.carbon.accounting import embodied_g, operational_g
+from llmco2.carbon.assumptions import EDGE_FORM_FACTORS, resolve_assumptions
+from llmco2.prediction.phases import PREDICT_CHUNK, Item, predict_phases, request_table
 
 if TYPE_CHECKING:
     from llmco2.models.head import PhasePrediction
 
+# EDGE_FORM_FACTORS, resolve_assumptions, PREDICT_CHUNK and Item are also importable from here, their earlier home.
+__all__ = ["EDGE_FORM_FACTORS", "PREDICT_CHUNK", "Footprint", "Item", "footprint_from", "predict_footprint",
+           "resolve_assumptions"]
+
 log = logging.getLogger(__name__)
-EDGE_FORM_FACTORS = ("module", "SoC")
-#: Ranges of the user's assumptions: grid intensity (the dirtiest grids are near 1,100 g/kWh),
-#: PUE (facility over IT energy) and GPU lifetime.
-MAX_INTENSITY, MAX_PUE = 5000.0, 10.0
-MIN_LIFETIME_YEARS, MAX_LIFETIME_YEARS = 0.01, 100.0
-#: Requests predicted together: bounds the working memory (features, node states) to some 60 MB.
-PREDICT_CHUNK = 4096
-Item = tuple[ModelArch, Request, GPU]
 
 
 @dataclass
@@ -98,57 +93,37 @@ class Footprint:
         }
 
 
-def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_intensity: float | None = None,
-                        pue_value: float | str | None = None, lifetime_years: float | None = None,
-                        engine: str | None = None) -> dict[str, Any]:
-    """Grid intensity, PUE, lifetime and (when given) the serving engine, with their sources
-    (explicit values win over table defaults).
-
-    Default PUE: ``edge_device`` (1.0, no facility) when every GPU is an edge module/SoC, else the
-    industry average.
-    """
-    if region_id is not None and carbon_intensity is not None:
-        raise InvalidInputError("give either --region or --carbon-intensity, not both", field="--region")
-    if carbon_intensity is not None:
-        intensity = check_float(carbon_intensity, "--carbon-intensity", 0.0, MAX_INTENSITY, " g CO2eq/kWh")
-        grid = {"g_co2eq_per_kwh": intensity, "region": None, "source": "given by the user"}
-    else:
-        r = region(region_id)
-        grid = {"g_co2eq_per_kwh": r.g_co2eq_per_kwh, "region": r.id, "year": r.year, "source": r.source}
-    if isinstance(pue_value, (int, float)):
-        if math.isfinite(pue_value) and pue_value < 1.0:
-            raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {pue_value}", field="--pue")
-        p = {"value": check_float(pue_value, "--pue", 1.0, MAX_PUE), "source": "given by the user"}
-    else:
-        default = "edge_device" if gpus and all(g.form_factor in EDGE_FORM_FACTORS for g in gpus) else None
-        row = pue(pue_value or default)
-        p = {"value": row.value, "id": row.id, "source": row.source}
-    if p["value"] < 1.0:
-        raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {p['value']}", field="--pue")
-    years = default_lifetime_years() if lifetime_years is None else float(lifetime_years)
-    if math.isfinite(years) and years <= 0:
-        raise InvalidInputError(f"must be positive, got {years}", field="--lifetime-years")
-    years = check_float(years, "--lifetime-years", MIN_LIFETIME_YEARS, MAX_LIFETIME_YEARS, " years")
-    out: dict[str, Any] = {"grid": grid, "pue": p, "lifetime_years": years}
-    if engine is not None:
-        e = get_engine(engine)
-        out["engine"] = {"id": e.id, "name": e.name}
-    return out
-
-
-def _predict(predictor: Any, table: RequestTable) -> PhasePrediction:
-    """Per-phase predictions of ``table`` with the torch-free model, or with a training
-    ``GNNPredictor`` (the reference path) when one is given."""
-    if hasattr(predictor, "net") and not hasattr(predictor, "outputs"):  # GNNPredictor: takes items
-        return predictor.predict(table.items())
-    return predictor.predict(table)
+def footprint_from(phases: PhasePrediction, table: RequestTable, assumptions: dict[str, Any]) -> Footprint:
+    """The footprint of the requests of ``table`` from their per-phase predictions: operational
+    carbon of the energy, embodied carbon of the GPUs for the predicted time (a note where a GPU's
+    embodied carbon is unknown), under ``assumptions`` (:func:`resolve_assumptions`)."""
+    energy, latency = phases.energy_j, phases.latency_s
+    notes = phases.notes
+    extrapolated = phases.extrapolated
+    total_j = energy.sum(axis=1)
+    op = operational_g(total_j, assumptions["pue"]["value"], assumptions["grid"]["g_co2eq_per_kwh"])
+    emb = np.full(len(table), np.nan)
+    num_gpus = table.num_gpus.astype(float)
+    seconds = latency.sum(axis=1)
+    for code, gpu in enumerate(table.gpus):
+        mine = np.flatnonzero(table.gpu == code)
+        if not len(mine):
+            continue
+        emb[mine] = embodied_g(gpu, num_gpus[mine], seconds[mine], assumptions["lifetime_years"])
+        if np.isnan(emb[mine]).any():
+            note = f"embodied carbon unknown: the die area of {gpu.id} is not published (total = operational)"
+            for i in mine[np.isnan(emb[mine])]:
+                notes[i].append(note)
+    return Footprint(energy[:, 0], energy[:, 1], latency[:, 0], latency[:, 1], op, emb, assumptions, notes, extrapolated,
+                     phases.energy_low_j, phases.energy_high_j, tuple(phases.levels))
 
 
 def predict_footprint(requests: Sequence[Item] | RequestTable, predictor: Any = None,
                       region_id: str | None = None, carbon_intensity: float | None = None,
                       pue_value: float | str | None = None, lifetime_years: float | None = None,
                       chunk: int = PREDICT_CHUNK, progress: Any = None, assumptions: dict[str, Any] | None = None) -> Footprint:
-    """Energy, latency, interval and carbon of every request.
+    """Energy, latency, interval and carbon of every request: :func:`llmco2.prediction.predict_phases`
+    then :func:`footprint_from`.
 
     Args:
         requests: (arch, request, gpu) triples or a :class:`RequestTable`.
@@ -159,38 +134,10 @@ def predict_footprint(requests: Sequence[Item] | RequestTable, predictor: Any = 
         assumptions: pre-resolved grid/PUE/lifetime (:func:`resolve_assumptions`), e.g. shared by
             the chunks of one file; else resolved from the other arguments.
     """
-    table = requests if isinstance(requests, RequestTable) else RequestTable.from_items(list(requests))
-    if not len(table):
-        raise InvalidInputError("no requests to predict", field="requests")
+    table = request_table(requests)
     if predictor is None:
         from llmco2.models.predict import load_predictor
 
         predictor = load_predictor()
     assume = assumptions or resolve_assumptions(table.gpus, region_id, carbon_intensity, pue_value, lifetime_years)
-    parts = []
-    for lo in range(0, len(table), chunk):
-        parts.append(_predict(predictor, table.take(slice(lo, lo + chunk))))
-        if progress is not None:
-            progress(min(chunk, len(table) - lo))
-    energy = np.concatenate([q.energy_j for q in parts])
-    latency = np.concatenate([q.latency_s for q in parts])
-    low = np.concatenate([q.energy_low_j for q in parts])
-    high = np.concatenate([q.energy_high_j for q in parts])
-    notes = [n for q in parts for n in q.notes]
-    extrapolated = np.concatenate([q.extrapolated for q in parts])
-    total_j = energy.sum(axis=1)
-    op = operational_g(total_j, assume["pue"]["value"], assume["grid"]["g_co2eq_per_kwh"])
-    emb = np.full(len(table), np.nan)
-    num_gpus = table.num_gpus.astype(float)
-    seconds = latency.sum(axis=1)
-    for code, gpu in enumerate(table.gpus):
-        mine = np.flatnonzero(table.gpu == code)
-        if not len(mine):
-            continue
-        emb[mine] = embodied_g(gpu, num_gpus[mine], seconds[mine], assume["lifetime_years"])
-        if np.isnan(emb[mine]).any():
-            note = f"embodied carbon unknown: the die area of {gpu.id} is not published (total = operational)"
-            for i in mine[np.isnan(emb[mine])]:
-                notes[i].append(note)
-    return Footprint(energy[:, 0], energy[:, 1], latency[:, 0], latency[:, 1], op, emb, assume, notes, extrapolated,
-                     low, high, tuple(parts[0].levels))
+    return footprint_from(predict_phases(table, predictor, chunk, progress), table, assume)

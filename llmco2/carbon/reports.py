@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from llmco2.carbon.accounting import J_PER_KWH, SECONDS_PER_YEAR, device_embodied, operational_g
-from llmco2.carbon.footprint import Footprint, predict_footprint, resolve_assumptions
+from llmco2.carbon.assumptions import resolve_assumptions
+from llmco2.carbon.footprint import Footprint, predict_footprint
 from llmco2.errors import InvalidInputError
 from llmco2.models.train import GNNPredictor
 from llmco2.specs import GPU, ModelArch, Request, get_gpu, get_model, validate_request

@@ -216,7 +216,7 @@ def predict_cluster(args: argparse.Namespace, options: dict[str, Any]) -> int:
 def _file_setup(src: Path, args: argparse.Namespace, options: dict[str, Any], engine: str) -> tuple[int, list[int], dict]:
     """``(rows, kept input columns, assumptions)`` of one input file, as a single-process run has them."""
     from llmco2.analytic.request_files import request_header, request_rows
-    from llmco2.carbon.footprint import resolve_assumptions
+    from llmco2.carbon.assumptions import resolve_assumptions
     from llmco2.cli.prediction_chunks import file_gpus, kept_columns
 
     header = request_header(src)

@@ -60,7 +60,7 @@ def _first_chunk_gpus_suffice(gpus: list[Any], rows: int, options: dict[str, Any
     `resolve_assumptions` uses the GPUs only for the default PUE (``edge_device`` when every GPU
     is an edge module or SoC), so the rest of the file matters only when the first chunk is not
     the whole file, no numeric PUE is given and every GPU so far is an edge device."""
-    from llmco2.carbon.footprint import EDGE_FORM_FACTORS
+    from llmco2.carbon.assumptions import EDGE_FORM_FACTORS
 
     if rows < first_chunk_limit() or isinstance(options.get("pue_value"), (int, float)):
         return True
@@ -121,7 +121,7 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
     import pyarrow.csv as pa_csv
 
     from llmco2.analytic.request_files import count_rows, iter_request_chunks
-    from llmco2.carbon.footprint import resolve_assumptions
+    from llmco2.carbon.assumptions import resolve_assumptions
     from llmco2.models.inference import load_inference  # noqa: F401 - the model code is start-up, not prediction
     from llmco2.models.predict import load_predictor
     from llmco2.resumable_output import ResumableOutput

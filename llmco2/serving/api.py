@@ -128,7 +128,7 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
     the GPU count and the mean output length. The summary's ``j_per_output_token_interval`` is the
     physics' 10-90% interval (wider for a GPU or model family its fit has not seen).
     """
-    from llmco2.carbon.footprint import resolve_assumptions
+    from llmco2.carbon.assumptions import resolve_assumptions
 
     arch, dev, req = server_setup(model, gpu, num_gpus, tp, engine, dtype)
     memory = memory_budget(arch, dev, req)

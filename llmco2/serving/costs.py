@@ -1,7 +1,7 @@
 """Cost of one serving iteration (J, s) and the server's memory and idle power.
 
-:class:`GridCostModel` evaluates the per-phase predictors (:func:`llmco2.carbon.footprint.
-predict_footprint`: analytic features, physics prior, learned correction) once on a grid of
+:class:`GridCostModel` evaluates the per-phase predictors (:func:`llmco2.prediction.predict_phases`:
+analytic features, physics prior, learned correction) once on a grid of
 (batch, context) shapes for one (model, GPU, TP, engine, dtype) and interpolates bilinearly in
 (log batch, log context) on log energy and log latency, so that a simulation of many thousand
 iterations never calls the predictor again.
@@ -131,20 +131,20 @@ class GridCostModel:
     def from_predictor(cls, arch: ModelArch, gpu: GPU, request: Request, predictor: Any = None,
                        idle_w: float | None = None, energy_scale: float = 1.0) -> GridCostModel:
         """Evaluate the predictors for ``request``'s GPUs, dtype and engine on the grid (one call)."""
-        from llmco2.carbon.footprint import predict_footprint
+        from llmco2.prediction import predict_phases
 
         max_ctx = max(arch.max_context - DECODE_PROBE - 1, CONTEXT_GRID[0])
         contexts = [c for c in CONTEXT_GRID if c < max_ctx] + [max_ctx]
         contexts = sorted(set(contexts))
         items = [(arch, request.replace(batch_size=b, prompt_tokens=c, generated_tokens=DECODE_PROBE + 1), gpu)
                  for b in BATCH_GRID for c in contexts]
-        fp = predict_footprint(items, predictor)
+        ph = predict_phases(items, predictor)
         shape = (len(BATCH_GRID), len(contexts))
         if idle_w is None:
             idle_w = idle_power_w(gpu, request.num_gpus)[0]
         return cls(np.array(BATCH_GRID, float), np.array(contexts, float),
-                   fp.prefill_j.reshape(shape), fp.prefill_latency_s.reshape(shape),
-                   (fp.decode_j / DECODE_PROBE).reshape(shape), (fp.decode_latency_s / DECODE_PROBE).reshape(shape),
+                   ph.energy_j[:, 0].reshape(shape), ph.latency_s[:, 0].reshape(shape),
+                   (ph.energy_j[:, 1] / DECODE_PROBE).reshape(shape), (ph.latency_s[:, 1] / DECODE_PROBE).reshape(shape),
                    idle_w, gpu.tdp_w * request.num_gpus, energy_scale)
 
     @classmethod

@@ -1,0 +1,56 @@
+"""The assumptions behind a footprint: grid intensity, PUE, GPU lifetime and (when given) the
+serving engine, each with its source (:func:`resolve_assumptions`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from llmco2.carbon.accounting import default_lifetime_years, pue, region
+from llmco2.errors import InvalidInputError
+from llmco2.specs import GPU, get_engine
+from llmco2.specs.limits import check_float
+
+EDGE_FORM_FACTORS = ("module", "SoC")
+#: Ranges of the user's assumptions: grid intensity (the dirtiest grids are near 1,100 g/kWh),
+#: PUE (facility over IT energy) and GPU lifetime.
+MAX_INTENSITY, MAX_PUE = 5000.0, 10.0
+MIN_LIFETIME_YEARS, MAX_LIFETIME_YEARS = 0.01, 100.0
+
+
+def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_intensity: float | None = None,
+                        pue_value: float | str | None = None, lifetime_years: float | None = None,
+                        engine: str | None = None) -> dict[str, Any]:
+    """Grid intensity, PUE, lifetime and (when given) the serving engine, with their sources
+    (explicit values win over table defaults).
+
+    Default PUE: ``edge_device`` (1.0, no facility) when every GPU is an edge module/SoC, else the
+    industry average.
+    """
+    if region_id is not None and carbon_intensity is not None:
+        raise InvalidInputError("give either --region or --carbon-intensity, not both", field="--region")
+    if carbon_intensity is not None:
+        intensity = check_float(carbon_intensity, "--carbon-intensity", 0.0, MAX_INTENSITY, " g CO2eq/kWh")
+        grid = {"g_co2eq_per_kwh": intensity, "region": None, "source": "given by the user"}
+    else:
+        r = region(region_id)
+        grid = {"g_co2eq_per_kwh": r.g_co2eq_per_kwh, "region": r.id, "year": r.year, "source": r.source}
+    if isinstance(pue_value, (int, float)):
+        if math.isfinite(pue_value) and pue_value < 1.0:
+            raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {pue_value}", field="--pue")
+        p = {"value": check_float(pue_value, "--pue", 1.0, MAX_PUE), "source": "given by the user"}
+    else:
+        default = "edge_device" if gpus and all(g.form_factor in EDGE_FORM_FACTORS for g in gpus) else None
+        row = pue(pue_value or default)
+        p = {"value": row.value, "id": row.id, "source": row.source}
+    if p["value"] < 1.0:
+        raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {p['value']}", field="--pue")
+    years = default_lifetime_years() if lifetime_years is None else float(lifetime_years)
+    if math.isfinite(years) and years <= 0:
+        raise InvalidInputError(f"must be positive, got {years}", field="--lifetime-years")
+    years = check_float(years, "--lifetime-years", MIN_LIFETIME_YEARS, MAX_LIFETIME_YEARS, " years")
+    out: dict[str, Any] = {"grid": grid, "pue": p, "lifetime_years": years}
+    if engine is not None:
+        e = get_engine(engine)
+        out["engine"] = {"id": e.id, "name": e.name}
+    return out
