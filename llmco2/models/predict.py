@@ -5,23 +5,19 @@ NumPy network + output head) that every command uses; :func:`load_reference_pred
 training-side ``GNNPredictor`` (PyTorch and PyG), the reference the fast path is tested against.
 
 Requests outside what the checkpoint was trained on still get a prediction — through the
-hardware and analytic features — and say that they are extrapolations, and why.
+hardware and analytic features — and say that they are extrapolations, and why. Predicting many
+requests with it: :func:`llmco2.prediction.predict_phases`.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING
 
 from llmco2.errors import InvalidInputError
-from llmco2.specs import GPU, ModelArch, Request
 
 if TYPE_CHECKING:
     from llmco2.models.inference import InferenceModel
@@ -60,30 +56,3 @@ def load_reference_predictor(path: str | None = None) -> GNNPredictor:
     from llmco2.models.train import GNNPredictor
 
     return GNNPredictor.load(_checkpoint(path))
-
-
-@dataclass
-class EnergyPrediction:
-    """Predicted GPU energy (J) per request, by phase, with extrapolation notes."""
-
-    prefill_j: NDArray[np.float64]
-    decode_j: NDArray[np.float64]
-    notes: list[list[str]] = field(default_factory=list)
-
-    @property
-    def total_j(self) -> NDArray[np.float64]:
-        return self.prefill_j + self.decode_j
-
-
-def extrapolation_notes(domain: dict[str, Any], arch: ModelArch, req: Request, gpu: GPU) -> list[str]:
-    """Why a request lies outside the checkpoint's training domain (empty when it does not)."""
-    from llmco2.models.head import domain_notes
-
-    return domain_notes(domain, (arch, req, gpu))
-
-
-def predict_energy(items: list[tuple[ModelArch, Request, GPU]], predictor: Any = None) -> EnergyPrediction:
-    """Prefill and decode energy of every (arch, request, gpu); vectorised over all of them."""
-    model = predictor or load_predictor()
-    pred = model.predict(items)
-    return EnergyPrediction(pred.energy_j[:, 0], pred.energy_j[:, 1], pred.notes)
