@@ -49,7 +49,6 @@ from llmco2.data.schema import concat_tables
 from llmco2.data.splits import random_split
 from llmco2.models.dataset import PHASE_INDEX, energy_data
 from llmco2.models.experiment import usable_rows
-from llmco2.models.latency import LatencyModel, latency_rows
 from llmco2.models.metrics import coverage, scores
 from llmco2.models.physics_fit import latency_table_rows
 from llmco2.models.train import GNNPredictor, TrainConfig
@@ -95,9 +94,6 @@ def main() -> None:
             np.log(held["energy_j"].to_numpy(float)) - np.log(held["predicted_j"].to_numpy(float)),
             held["phase"].map(PHASE_INDEX).to_numpy(int),
             "held-out-device residuals (" + ", ".join(str(p) for p in args.out_of_domain) + ")")
-    lat_data, lat = latency_rows(timed)
-    latency = LatencyModel.fit(lat_data, lat)
-    model.latency = latency.state_dict()
     model.save(args.out)
     val_scores = scores(model.predict_rows(val), val.energy_j)
     _, low, high = model.predict_row_intervals(val)
@@ -112,7 +108,6 @@ def main() -> None:
         "validation_interval_coverage": coverage(low, high, val.energy_j),
         "physics_prior": model.head.physics.state_dict(),
         "intervals": model.head.intervals.state_dict(),
-        "legacy_latency_calibration": {d: {"rows": c.n, "median_ape": c.median_ape} for d, c in latency.per_device.items()},
         "best_epoch": model.history.best_epoch,
         "train_seconds": round(model.history.seconds, 1),
         "total_seconds": round(time.perf_counter() - start, 1),

@@ -12,7 +12,6 @@ import pytest
 
 from llmco2.carbon.accounting import SECONDS_PER_YEAR
 from llmco2.models.dataset import energy_data
-from llmco2.models.latency import LatencyModel
 from llmco2.models.predict import default_checkpoint_path
 from llmco2.models.train import GNNPredictor, TrainConfig
 from tests.helpers import run_cli as run
@@ -29,9 +28,6 @@ def checkpoint(tmp_path_factory) -> Path:
     data = energy_data(table)
     model = GNNPredictor(TrainConfig(hidden=16, max_epochs=3))
     model.fit(data)
-    table["latency_s"] = np.where(table["phase"] == "prefill", 0.05, 1.0)
-    lat = LatencyModel.fit(energy_data(table), table["latency_s"].to_numpy())
-    model.latency = lat.state_dict()
     return model.save(tmp_path_factory.mktemp("ckpt") / "tiny.safetensors")
 
 
@@ -142,3 +138,21 @@ def test_latency_respects_the_power_limit(checkpoint: Path) -> None:
 def test_unknown_region_lists_close_matches(checkpoint: Path, capsys) -> None:
     code, out, err = run(["predict", *REQUEST, "--region", "frnace", "--checkpoint", str(checkpoint)], capsys)
     assert code == 2 and out == "" and "did you mean" in err and "france" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_checkpoint_with_the_legacy_latency_entry_loads_and_predicts_the_same(checkpoint: Path, tmp_path: Path) -> None:
+    from llmco2.models.checkpoint_file import read_checkpoint, write_checkpoint
+    from llmco2.models.predict import load_predictor
+    from llmco2.prediction import predict_phases
+    from llmco2.specs import Request, get_gpu, get_model
+
+    tensors, meta = read_checkpoint(checkpoint)
+    assert "latency" not in meta  # no longer written
+    legacy = {"fallback": {"a": [0.0, 0.0], "b": [1.0, 1.0], "n": [0, 0], "median_ape": [None, None]}, "per_device": {}}
+    old = write_checkpoint(tmp_path / "old.safetensors", tensors, {**meta, "latency": legacy})
+    items = [(get_model("qwen2-1.5b"), Request(batch_size=b, prompt_tokens=256, generated_tokens=32), get_gpu("a100-80gb"))
+             for b in (1, 4)]
+    new_pred, old_pred = predict_phases(items, load_predictor(str(checkpoint))), predict_phases(items, load_predictor(str(old)))
+    np.testing.assert_array_equal(new_pred.energy_j, old_pred.energy_j)
+    np.testing.assert_array_equal(new_pred.latency_s, old_pred.latency_s)
+    assert GNNPredictor.load(old).head is not None

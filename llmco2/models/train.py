@@ -88,7 +88,6 @@ class GNNPredictor:
         self.net: LLMCO2Net | None = None
         self.scaler: FeatureScaler | None = None
         self.head: OutputHead | None = None
-        self.latency: dict[str, Any] | None = None  # legacy LatencyModel state (kept for older callers)
         self.history = TrainHistory()
 
     @property
@@ -299,7 +298,7 @@ class GNNPredictor:
             "format": CHECKPOINT_FORMAT, "kind": "llmco2-gnn", "feature_schema_version": FEATURE_SCHEMA_VERSION,
             "config": asdict(self.config), "scaler": self.scaler.state_dict(),
             "head": self.head.state_dict(), "target": self.head.target.state_dict(), "domain": self.head.domain,
-            "latency": self.latency, "history": asdict(self.history),
+            "history": asdict(self.history),
         })
 
     @classmethod
@@ -322,7 +321,6 @@ class GNNPredictor:
         except RuntimeError as exc:
             raise InvalidInputError(f"{p}: its weights do not match its configuration ({str(exc).splitlines()[0][:120]})",
                                     field="checkpoint") from None
-        model.latency = state.get("latency")
         return model
 
 
