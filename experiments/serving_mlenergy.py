@@ -37,33 +37,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from llmco2.data.importers.mlenergy_v2 import serving_rows as v2_rows
-from llmco2.data.importers.mlenergy_v3 import serving_rows as v3_rows
-from llmco2.data.paths import shared_data
 from llmco2.errors import InvalidInputError
 from llmco2.models.metrics import scores
 from llmco2.models.predict import default_checkpoint_path, load_predictor
 from llmco2.serving import GridCostModel, SchedulerConfig, Workload, idle_power_w, memory_budget, simulate
 from llmco2.serving.api import server_setup, steady_state
-from llmco2.serving.mlenergy import BITS_DTYPE, TASK_TRACE, lengths  # noqa: F401  (TASK_TRACE re-exported)
+from llmco2.serving.calibration_fit import (
+    FORM,
+    FORMS,
+    LATENCY_FORM,
+    apply_correction,
+    features,
+    fit_calibration,
+    fit_correction,
+    fit_latency,
+    measured_itl,
+    write_calibration,
+)
+from llmco2.serving.mlenergy import BITS_DTYPE, lengths, load_rows
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent
 MIN_REQUESTS, MAX_REQUESTS = 300, 6000
-
-
-def load_rows() -> tuple[pd.DataFrame, dict[str, int]]:
-    """v2 and v3 serving rows with a release column, and the import drops by reason."""
-    frames, dropped = [], {}
-    for release, fn, name in (("v2", v2_rows, "mlenergy_v2_2024.csv"), ("v3", v3_rows, "mlenergy_v3_2025.csv")):
-        t, d = fn(shared_data("datacenter", name))
-        t["release"] = release
-        frames.append(t)
-        for reason, n in d.items():
-            dropped[f"{release}: {reason}"] = n
-    rows = pd.concat(frames, ignore_index=True)
-    rows["row_id"] = rows["release"] + ":" + rows["source_row"].astype(str)
-    return rows, dropped
 
 
 def simulate_row(row: pd.Series, costs: dict, predictor) -> dict:
@@ -130,43 +125,12 @@ def run_simulations(rows: pd.DataFrame, cache: Path, fresh: bool) -> pd.DataFram
     return rows.merge(pd.DataFrame(out), on="row_id", how="left")
 
 
-FORMS = {"constant": "", "batch": "b", "batch, GPUs": "bn", "batch, output length": "bo",
-         "batch, GPUs, output length": "bno"}
-FORM = "bno"  # the correction used for the headline tables (see the ablation table for the others)
-
-
-def features(rows: pd.DataFrame, form: str) -> np.ndarray:
-    """Columns of the correction: 1, log batch (b), log GPUs and its product with log batch (n),
-    log mean output length (o). Batch = the simulated steady-state mean batch."""
-    lb = np.log(rows["sim_mean_batch"].to_numpy(float))
-    ln = np.log(rows["num_devices"].to_numpy(float))
-    cols = [np.ones(len(rows))]
-    if "b" in form:
-        cols.append(lb)
-    if "n" in form:
-        cols += [ln, lb * ln]
-    if "o" in form:
-        cols.append(np.log(rows["generated_tokens"].to_numpy(float)))
-    return np.stack(cols, axis=1)
-
-
-def fit_correction(train: pd.DataFrame, form: str = FORM) -> np.ndarray:
-    """Least squares of log(measured / simulated) on :func:`features`."""
-    y = np.log(train["j_per_output_token"].to_numpy(float) / train["sim_j_per_token"].to_numpy(float))
-    coef, *_ = np.linalg.lstsq(features(train, form), y, rcond=None)
-    return coef
-
-
-def apply(rows: pd.DataFrame, coef: np.ndarray, form: str = FORM) -> np.ndarray:
-    return rows["sim_j_per_token"].to_numpy(float) * np.exp(features(rows, form) @ coef)
-
-
 def lomo(h100: pd.DataFrame, form: str) -> np.ndarray:
     """Leave-one-model-out predictions of one release's H100 rows."""
     out = np.full(len(h100), np.nan)
     for model in sorted(h100["model"].unique()):
         test = (h100["model"] == model).to_numpy()
-        out[test] = apply(h100[test], fit_correction(h100[~test], form), form)
+        out[test] = apply_correction(h100[test], fit_correction(h100[~test], form), form)
     return out
 
 
@@ -182,26 +146,8 @@ def evaluate(sim: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
         ok.loc[h100.index, "predicted"] = lomo(h100, FORM)
         fits[f"{release} h100-sxm (all models)"] = fit_correction(h100)
     a100 = ok[(ok["release"] == "v2") & (ok["device"] == "a100-40gb")]
-    ok.loc[a100.index, "predicted"] = apply(a100, fits["v2 h100-sxm (all models)"])
+    ok.loc[a100.index, "predicted"] = apply_correction(a100, fits["v2 h100-sxm (all models)"])
     return ok, fits
-
-
-LATENCY_FORM = "bn"
-
-
-def measured_itl(rows: pd.DataFrame) -> np.ndarray:
-    """Measured inter-token latency (s): v3 median ITL, v2 mean time per output token."""
-    v3 = rows["release"].to_numpy() == "v3"
-    itl = rows["median_itl_ms"].to_numpy(float) / 1000.0 if "median_itl_ms" in rows else np.full(len(rows), np.nan)
-    tpot = rows["avg_tpot_s"].to_numpy(float) if "avg_tpot_s" in rows else np.full(len(rows), np.nan)
-    return np.where(v3, itl, tpot)
-
-
-def fit_latency(train: pd.DataFrame) -> np.ndarray:
-    """Least squares of log(measured / simulated inter-token latency) on 1, log batch, log GPUs, their product."""
-    y = np.log(measured_itl(train) / train["sim_itl_s"].to_numpy(float))
-    coef, *_ = np.linalg.lstsq(features(train, LATENCY_FORM), y, rcond=None)
-    return coef
 
 
 def latency_lomo(h100: pd.DataFrame) -> np.ndarray:
@@ -248,25 +194,6 @@ def ablation(ok: pd.DataFrame) -> list[str]:
             lines.append(f"| {release} H100 | {name} | {100 * np.median(err):.1f}% | {100 * err.mean():.1f}% | "
                          f"{fam.idxmax()} {100 * fam.max():.1f}% |")
     return lines
-
-
-def write_calibration(ok: pd.DataFrame, coef: np.ndarray, latency_coef: np.ndarray) -> Path:
-    """The shipped serving calibration: the correction fitted on every v3 H100 row."""
-    from llmco2.serving.calibration import Calibration, calibration_path
-
-    fit = ok[(ok["release"] == "v3") & (ok["device"] == "h100-sxm")]
-    rows = len(fit)
-    batches = (round(float(fit["sim_mean_batch"].min()), 2), round(float(fit["sim_mean_batch"].max()), 2))
-    cal = Calibration(tuple(round(float(c), 6) for c in coef), checkpoint_fingerprint(),
-                      f"ML.ENERGY v3 (2025) steady-state rows, H100, vLLM: {rows} text rows, least squares over all of them "
-                      "(experiments/serving_mlenergy.py --write-calibration); leave-one-model-out accuracy in "
-                      "experiments/results/serving_mlenergy.md", rows, batches,
-                      tuple(round(float(c), 6) for c in latency_coef))
-    path = calibration_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(cal.to_dict(), indent=2) + "\n")
-    log.info("wrote %s", path)
-    return path
 
 
 def family(model_id: str) -> str:
@@ -363,8 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text("\n".join(lines) + "\n")
     ok.to_csv(out.with_suffix(".csv"), index=False)
     if args.write_calibration:
-        v3h = ok[(ok["release"] == "v3") & (ok["device"] == "h100-sxm")]
-        write_calibration(ok, fits["v3 h100-sxm (all models)"], fit_latency(v3h))
+        write_calibration(fit_calibration(ok, checkpoint_fingerprint()))
     print("\n".join(lines))
     print(json.dumps({k: [round(float(c), 4) for c in v] for k, v in fits.items()}))
     return 0

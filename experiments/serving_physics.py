@@ -34,7 +34,7 @@ import pandas as pd
 from llmco2.models.step_fit import fit_step_params
 from llmco2.models.step_isolated import SPLITWISE_ENGINE, IsolatedRows, isolated_rows
 from llmco2.models.step_physics import EngineOverhead, StepParams
-from llmco2.serving.mlenergy import ServingRows, mix_builds, serving_rows
+from llmco2.serving.mlenergy import ServingRows, load_rows, mix_builds, serving_rows
 from llmco2.serving.physics_params import family, params_path
 from llmco2.serving.steady import steady_state
 
@@ -208,7 +208,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--serving-only", action="store_true", help="fit on the serving rows alone (no isolated batch runs)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    from experiments.serving_mlenergy import load_rows
 
     global ISOLATED
     rows, dropped = load_rows()

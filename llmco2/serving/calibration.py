@@ -5,9 +5,9 @@ log(measured / simulated J per output token) = c . [1, log B, log G, log B x log
 B the simulated steady-state mean batch (held within the batches of the fit), G the GPUs and O the
 mean output length. A second correction (``latency_coef``) scales decode-step latency:
 log(measured / simulated inter-token latency) = d . [1, log B, log G, log B x log G], applied to
-every decode step at its batch (:class:`~llmco2.serving.costs.GridCostModel`). Written by
-``experiments/serving_mlenergy.py --write-calibration`` (its leave-one-model-out accuracy is in
-``experiments/results/serving_mlenergy.md``). It belongs to the checkpoint it was fitted with
+every decode step at its batch (:class:`~llmco2.serving.costs.GridCostModel`). Fitted by
+:mod:`llmco2.serving.calibration_fit`, run by ``experiments/serving_mlenergy.py --write-calibration``
+(its leave-one-model-out accuracy is in ``experiments/results/serving_mlenergy.md``). It belongs to the checkpoint it was fitted with
 (its SHA-256 prefix is stored) and is not applied with any other.
 """
 

@@ -1,4 +1,5 @@
-"""ML.ENERGY steady-state rows as servers to simulate, and as observations to fit the step physics on.
+"""ML.ENERGY steady-state rows (:func:`load_rows`) as servers to simulate, and as observations to
+fit the step physics on.
 
 Every imported text row of ML.ENERGY v2 (2024, vLLM V0: A100-40GB, H100) and v3 (2025, vLLM V1:
 H100) is a vLLM server at a batch cap (``max_num_seqs``) kept full by a queue of requests. Lengths:
@@ -30,6 +31,26 @@ from llmco2.serving.workload import trace_lengths
 BITS_DTYPE = {16: "bf16", 8: "fp8", 4: "fp4"}
 TASK_TRACE = {"chat": "conv", "lm-arena-chat": "conv", "gpqa": "conv", "code": "code", "sourcegraph-fim": "code"}
 LENGTH_SAMPLES = 2000
+
+
+def load_rows() -> tuple[pd.DataFrame, dict[str, int]]:
+    """Every ML.ENERGY v2 and v3 serving row (the shared data's ``datacenter/mlenergy_v2_2024.csv``
+    and ``mlenergy_v3_2025.csv``) with ``release`` and ``row_id`` columns, and the rows the
+    importers dropped, by reason."""
+    from llmco2.data.importers.mlenergy_v2 import serving_rows as v2_rows
+    from llmco2.data.importers.mlenergy_v3 import serving_rows as v3_rows
+    from llmco2.data.paths import shared_data
+
+    frames, dropped = [], {}
+    for release, fn, name in (("v2", v2_rows, "mlenergy_v2_2024.csv"), ("v3", v3_rows, "mlenergy_v3_2025.csv")):
+        t, d = fn(shared_data("datacenter", name))
+        t["release"] = release
+        frames.append(t)
+        for reason, n in d.items():
+            dropped[f"{release}: {reason}"] = n
+    rows = pd.concat(frames, ignore_index=True)
+    rows["row_id"] = rows["release"] + ":" + rows["source_row"].astype(str)
+    return rows, dropped
 
 
 def lengths(task: str, mean_output: float, n: int, seed: int, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
