@@ -193,6 +193,14 @@ def test_imports_follow_the_stage_order() -> None:
     assert not wrong, f"imports from an earlier stage to a later one: {wrong}"
 
 
+def test_experiments_import_the_package_not_each_other() -> None:
+    for path in sorted((ROOT / "experiments").glob("*.py")):
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            assert not any(n == "experiments" or n.startswith("experiments.") for n in names), (
+                f"{path.name} imports another experiment; move what they share into llmco2/")
+
+
 if __name__ == "__main__":
     graph = import_graph(package_modules())
     for loop in cycles(graph):
