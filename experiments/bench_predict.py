@@ -90,6 +90,26 @@ def first_rows(src: Path, dest: Path, n: int) -> Path:
     return dest
 
 
+def mixed_file(dest: Path, n: int, seed: int = 0) -> Path:
+    """``n`` mixed requests: ``llmco2 sample --strategy focused --trace conv --n N --seed SEED``."""
+    subprocess.run([*LLMCO2, "sample", "--strategy", "focused", "--trace", "conv", "--n", str(n), "--seed", str(seed),
+                    "--out", str(dest)], check=True, cwd=ROOT, capture_output=True, env=ENV)
+    return dest
+
+
+def repeated_file(src: Path, dest: Path, rows: int) -> Path:
+    """A request file of ``rows`` rows: the header and rows of ``src``, repeated as often as needed."""
+    lines = src.read_text().splitlines(keepends=True)
+    with dest.open("w") as fh:
+        fh.write(lines[0])
+        written = 0
+        while written < rows:
+            take = lines[1:1 + min(len(lines) - 1, rows - written)]
+            fh.writelines(take)
+            written += len(take)
+    return dest
+
+
 def single_model_file(dest: Path, model: str, gpu: str) -> Path:
     """The Azure conversation trace as a request file on one model and GPU."""
     from llmco2.data.azure import load_trace
@@ -132,15 +152,7 @@ def small_cases(args: argparse.Namespace, ckpt: list[str], tmp: Path, mixed: Pat
 
 def million_cases(args: argparse.Namespace, ckpt: list[str], tmp: Path, mixed: Path, startup: float) -> list[dict[str, object]]:
     """1,000,000 mixed rows (the mixed file repeated): single process, then a local Dask cluster."""
-    big = tmp / "million.csv"
-    lines = mixed.read_text().splitlines(keepends=True)
-    with big.open("w") as fh:
-        fh.write(lines[0])
-        written = 0
-        while written < 1_000_000:
-            take = lines[1:1 + min(len(lines) - 1, 1_000_000 - written)]
-            fh.writelines(take)
-            written += len(take)
+    big = repeated_file(mixed, tmp / "million.csv", 1_000_000)
     rows: list[dict[str, object]] = []
     command = ["predict", "--requests", str(big), "--out", str(tmp / "out.csv"), *ckpt]
     wall, peak = timed_process(command)
@@ -173,9 +185,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         timed_process([*SINGLE, *ckpt])  # writes the inference sidecar if it is missing (not timed)
-        mixed = tmp / "mixed.csv"
-        subprocess.run([*LLMCO2, "sample", "--strategy", "focused", "--trace", "conv", "--n", str(args.n), "--seed", "0",
-                        "--out", str(mixed)], check=True, cwd=ROOT, capture_output=True, env=ENV)
+        mixed = mixed_file(tmp / "mixed.csv", args.n)
         if not args.million_only:
             rows += small_cases(args, ckpt, tmp, mixed)
             startup = float(rows[2]["startup_s"])  # type: ignore[arg-type]
