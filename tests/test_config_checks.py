@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from llmco2.config_checks import check_experiment_config
 from llmco2.data.sample_app import run as run_sample_app
 from llmco2.errors import InvalidInputError
-from llmco2.models.experiment import CONF_DIR, misplaced_overrides, train
+from llmco2.models.experiment import CONF_DIR, train
 from llmco2.models.train import TrainConfig
 
 
@@ -40,11 +40,6 @@ def test_bad_experiment_settings_fail_before_data_loads(override: str, mention: 
 def test_shipped_experiment_configs_pass(experiment: str) -> None:
     overrides = [f"+experiment={experiment}"] + (["split.holdout=x"] if "transfer" in experiment else [])
     check_experiment_config(_compose("train", overrides))
-
-
-def test_trainer_setting_at_the_top_level_is_pointed_to_its_group() -> None:
-    assert misplaced_overrides(["lr=-1"]) == "lr: is a trainer setting; write trainer.lr=-1"
-    assert misplaced_overrides(["trainer.lr=0.01", "model=gbt"]) is None
 
 
 @pytest.mark.parametrize("override", ["n=3.5", "n=0", "n=five", "seed=-1"])

@@ -5,15 +5,14 @@
     python -m llmco2.data.sample_app +experiment=focused_loop           # small Algorithm 1 demo
 
 The work is done by the plain functions :func:`run_sample` and :func:`run_focused_loop`, which take
-a composed config and return metrics; :func:`main` is the thin ``@hydra.main`` wrapper that picks
-one by ``task``.
+a composed config and return metrics; :func:`main` is the thin Hydra entry point
+(:func:`~llmco2.hydra_app.hydra_main`: bad overrides get one line) that picks one by ``task``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from llmco2.errors import InvalidInputError
+from llmco2.hydra_app import hydra_main
 
 log = logging.getLogger(__name__)
 
@@ -91,25 +91,25 @@ def run_focused_loop(cfg: DictConfig) -> dict[str, Any]:
     return metrics
 
 
-def run(cfg: DictConfig) -> dict[str, Any]:
-    """Dispatch on ``cfg.task``."""
+def check(cfg: DictConfig) -> None:
+    """``n``, ``seed`` and ``task`` of a composed config (before anything is written)."""
     from llmco2.config_checks import check_sample_config
 
     check_sample_config(cfg)
     task = str(cfg.get("task", "sample"))
     if task not in TASKS:
         raise InvalidInputError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}", field="task")
-    return run_sample(cfg) if task == "sample" else run_focused_loop(cfg)
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="sample")
+def run(cfg: DictConfig) -> dict[str, Any]:
+    """Dispatch on ``cfg.task``."""
+    check(cfg)
+    return run_sample(cfg) if str(cfg.get("task", "sample")) == "sample" else run_focused_loop(cfg)
+
+
+@hydra_main(CONF_DIR, "sample", check)
 def main(cfg: DictConfig) -> None:
-    try:
-        metrics = run(cfg)
-    except InvalidInputError as exc:
-        sys.stderr.write(f"llmco2: error: {exc}\n")
-        raise SystemExit(2) from None
-    print(json.dumps(metrics, indent=2))
+    print(json.dumps(run(cfg), indent=2))
 
 
 if __name__ == "__main__":

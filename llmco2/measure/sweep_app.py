@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from llmco2.hydra_app import hydra_main
 from llmco2.measure.sweep import SweepOptions, parse_gpus, parse_model_paths, plan_sweep
 from llmco2.measure.sweep import run_sweep as _run
 
@@ -98,8 +98,7 @@ def run_sweep(cfg: Any) -> dict[str, Any]:
     return _run(options)
 
 
-@hydra.main(version_base="1.3", config_path=str(_CONF) if _HAS_CONF else None,
-            config_name="measure" if _HAS_CONF else "measure_schema")
+@hydra_main(_CONF if _HAS_CONF else None, "measure" if _HAS_CONF else "measure_schema")
 def main(cfg: DictConfig) -> dict[str, Any]:
     result = run_sweep(cfg)
     print(json.dumps(result, indent=2, default=str))

@@ -1,5 +1,6 @@
 """Experiments: ``train(cfg)`` and ``evaluate(cfg)`` as plain functions returning metrics, wrapped
-by thin ``@hydra.main`` entry points (``python -m llmco2.models.experiment ...``).
+by a thin Hydra entry point (``python -m llmco2.models.experiment ...``; bad overrides get one line,
+see :mod:`llmco2.hydra_app`).
 
 A run loads the canonical energy rows named by ``cfg.data``, splits them as ``cfg.split`` says,
 trains the predictor ``cfg.model`` (``_target_``), and writes to its output folder: the resolved
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -229,37 +229,18 @@ def evaluate(model: Any, table: pd.DataFrame) -> dict[str, Any]:
     return {**_metrics(frame), "excluded_rows": data.excluded}
 
 
-def misplaced_overrides(overrides: list[str]) -> str | None:
-    """A message for a trainer setting given at the top level (``lr=-1`` for ``trainer.lr=-1``),
-    which Hydra would refuse with several lines; None when there is none."""
-    from llmco2.config_checks import TRAINER_SCHEMA
+def _job(cfg: Any) -> float:  # pragma: no cover - run by Hydra
+    from hydra.core.hydra_config import HydraConfig
 
-    for text in overrides:
-        key, eq, value = text.partition("=")
-        if eq and key in TRAINER_SCHEMA:
-            return f"{key}: is a trainer setting; write trainer.{key}={value}"
-    return None
+    metrics = train(cfg, HydraConfig.get().runtime.output_dir)
+    return float(metrics["test"]["mape"])
 
 
 def main() -> None:  # pragma: no cover - thin wrapper
-    import hydra
-    from hydra.core.hydra_config import HydraConfig
+    from llmco2.config_checks import check_experiment_config
+    from llmco2.hydra_app import hydra_main
 
-    misplaced = misplaced_overrides(sys.argv[1:])
-    if misplaced:
-        sys.stderr.write(f"llmco2: error: {misplaced}\n")
-        raise SystemExit(2)
-
-    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
-    def _run(cfg: Any) -> float:
-        try:
-            metrics = train(cfg, HydraConfig.get().runtime.output_dir)
-        except InvalidInputError as exc:
-            sys.stderr.write(f"llmco2: error: {exc}\n")
-            raise SystemExit(2) from None
-        return float(metrics["test"]["mape"])
-
-    _run()
+    hydra_main(CONF_DIR, "train", check_experiment_config)(_job)()
 
 
 if __name__ == "__main__":  # pragma: no cover
