@@ -28,7 +28,8 @@ UNTIED = (("llmco2.measure.meter", "llmco2.measure.windows"), ("llmco2.cli.predi
 STAGES = ("specs", "analytic", "graph", "data", "measure", "models", "prediction", "carbon", "serving", "cli")
 #: Modules outside the stage packages: shared by every stage (before the first), or in the last
 #: stage beside cli (the Python API).
-SHARED = ("llmco2", "llmco2.errors", "llmco2.file_checks", "llmco2.config_checks", "llmco2.resumable_output")
+SHARED = ("llmco2", "llmco2.errors", "llmco2.file_checks", "llmco2.config_checks", "llmco2.resumable_output",
+          "llmco2.hydra_app")
 TOP = ("llmco2.api",)
 
 
