@@ -32,12 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
-try:
-    from experiments.bench_predict import ENV, first_rows, mixed_file, repeated_file
-except ImportError:  # run as a script: its own folder is on the path, the repository root may not be
-    from bench_predict import ENV, first_rows, mixed_file, repeated_file  # type: ignore[no-redef]
+from llmco2.data import bench_files
+from llmco2.data.bench_files import first_rows, repeated_file
 
 ROOT = Path(__file__).resolve().parents[1]
+ENV = bench_files.bench_env()
 #: The command line, run from the repository root so that this checkout's package is the one timed.
 LLMCO2 = [sys.executable, "-m", "llmco2.cli"]
 SIGNALS = (("SIGINT", signal.SIGINT), ("SIGTERM", signal.SIGTERM), ("SIGKILL", signal.SIGKILL))
@@ -142,7 +141,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        requests = repeated_file(mixed_file(tmp / "mixed.csv", 20_000), tmp / "requests.csv", args.rows)
+        requests = repeated_file(bench_files.mixed_file(tmp / "mixed.csv", 20_000, command=LLMCO2, cwd=ROOT), tmp / "requests.csv", args.rows)
         warm = tmp / "warm"
         warm.mkdir()
         run(["predict", "--requests", str(first_rows(requests, warm / "r.csv", 10)), "--out", str(warm / "o.csv"), *ckpt])

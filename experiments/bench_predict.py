@@ -36,6 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from llmco2.data import bench_files
+from llmco2.data.bench_files import first_rows, repeated_file
+
 ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = Path(sys.executable).parent / "llmco2"
 LLMCO2 = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "llmco2.cli"]  # as a user runs it
@@ -45,8 +48,7 @@ SINGLE = ["predict", "--model", "llama3.1-8b", "--gpu", "h100-sxm", "--batch-siz
 
 #: Child processes keep compiled bytecode (in a private folder), as an installed package does,
 #: even where the environment sets PYTHONDONTWRITEBYTECODE.
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-ENV["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "llmco2-bench-pycache")
+ENV = bench_files.bench_env()
 
 
 def timed_process(args: list[str]) -> tuple[float, float]:
@@ -81,33 +83,9 @@ def median_cpu(args: list[str]) -> float:
     return statistics.median(CPU_SECONDS[tuple(args)])
 
 
-def first_rows(src: Path, dest: Path, n: int) -> Path:
-    with src.open() as fh, dest.open("w") as out:
-        for i, line in enumerate(fh):
-            if i > n:
-                break
-            out.write(line)
-    return dest
-
-
 def mixed_file(dest: Path, n: int, seed: int = 0) -> Path:
-    """``n`` mixed requests: ``llmco2 sample --strategy focused --trace conv --n N --seed SEED``."""
-    subprocess.run([*LLMCO2, "sample", "--strategy", "focused", "--trace", "conv", "--n", str(n), "--seed", str(seed),
-                    "--out", str(dest)], check=True, cwd=ROOT, capture_output=True, env=ENV)
-    return dest
-
-
-def repeated_file(src: Path, dest: Path, rows: int) -> Path:
-    """A request file of ``rows`` rows: the header and rows of ``src``, repeated as often as needed."""
-    lines = src.read_text().splitlines(keepends=True)
-    with dest.open("w") as fh:
-        fh.write(lines[0])
-        written = 0
-        while written < rows:
-            take = lines[1:1 + min(len(lines) - 1, rows - written)]
-            fh.writelines(take)
-            written += len(take)
-    return dest
+    """``n`` mixed requests, sampled by this checkout's command line."""
+    return bench_files.mixed_file(dest, n, seed, LLMCO2, ROOT)
 
 
 def single_model_file(dest: Path, model: str, gpu: str) -> Path:
