@@ -83,11 +83,14 @@ def test_argonne_real(shared_data) -> None:
     assert all(reason.startswith("model not in catalog: ") for reason in r.dropped)
     assert r.rows_read - sum(r.dropped.values()) == len(t)
     assert set(t["device"]) == {"a100-40gb", "h100-sxm", "gaudi2"}
-    assert set(t["engine"]) == {"vllm", "tensorrt-llm", "deepspeed"}  # DeepSpeed-MII is DeepSpeed in the engine catalog
+    # DeepSpeed-MII is DeepSpeed in the engine catalog; the 2024 vLLM is V0; Gaudi2 runs Optimum Habana
+    assert set(t["engine"]) == {"vllm-v0", "tensorrt-llm", "deepspeed", "optimum-habana"}
     src = pd.read_csv(path)
     frameworks = src.set_index(np.arange(2, len(src) + 2)).loc[t["source_row"].astype(int), "framework"].str.lower().to_numpy()
-    expected = {"vllm": "vllm", "tensorrt-llm": "tensorrt-llm", "deepspeed": "deepspeed", "deepspeed-mii": "deepspeed"}
-    assert list(t["engine"]) == [expected[f] for f in frameworks]
+    expected = {"vllm": "vllm-v0", "tensorrt-llm": "tensorrt-llm", "deepspeed": "deepspeed", "deepspeed-mii": "deepspeed"}
+    want = [expected[f] for f in frameworks]
+    want = ["optimum-habana" if d == "gaudi2" and e == "deepspeed" else e for d, e in zip(t["device"], want, strict=True)]
+    assert list(t["engine"]) == want
     assert set(t["num_devices"]) == {1, 2, 4} and (t["tensor_parallel"] == t["num_devices"]).all()
     assert (t["phase"] == "total").all() and (t["level"] == "batch").all() and (t["measurement"] == "power_x_latency").all()
     assert (t["prompt_tokens"] == t["generated_tokens"]).all()
@@ -391,7 +394,8 @@ def test_argonne_small_file(tmp_path) -> None:
     assert r.dropped == {"model not in catalog: Deci/DeciLM-7B": 1}
     assert list(t["source_row"]) == [2, 3, 4, 6]
     assert list(t["flag"].fillna("")) == ["", "power_includes_idle_gpus", "", ""]
-    assert list(t["engine"]) == ["vllm", "vllm", "tensorrt-llm", "deepspeed"]
+    # the benchmark's 2024 vLLM is the V0 engine; on Gaudi2 DeepSpeed runs through Optimum Habana with HPU graphs
+    assert list(t["engine"]) == ["vllm-v0", "vllm-v0", "tensorrt-llm", "optimum-habana"]
     assert list(t["device"]) == ["h100-sxm", "h100-sxm", "h100-sxm", "gaudi2"]
     assert t["energy_j"].iloc[0] == pytest.approx(800.0)
 
@@ -408,7 +412,7 @@ def test_argonne_device_names_resolve_through_the_catalog(tmp_path) -> None:
     r = import_file("argonne", path)
     t = check_common(r, "argonne", path)
     assert list(t["device"]) == ["gh200", "a100-40gb", "b200"]  # the gh200 rows used to be dropped
-    assert list(t["engine"]) == ["vllm", "vllm", "deepspeed"]
+    assert list(t["engine"]) == ["vllm-v0", "vllm-v0", "deepspeed"]
     assert r.dropped == {"device not in catalog: Cerebras WSE-3": 2}
 
 

@@ -14,7 +14,7 @@ from llmco2.models.step_isolated import isolated_rows
 from llmco2.models.step_physics import EngineOverhead, StepParams
 
 TRUTH = StepParams(eta_compute=0.55, eta_memory=0.75, kernel_gap_s=3e-6, collective_s=20e-6, power_base=0.15,
-                   power_compute=0.8, power_memory=0.5,
+                   power_compute=0.8, memory_pj_per_byte=200.0,
                    engines={"vllm-v0": EngineOverhead(1e-3, 40e-6, 2e-6, True, serving_sequence_s=300e-6)})
 
 
@@ -22,7 +22,7 @@ def _table() -> pd.DataFrame:
     rows = []
     for i, (batch, length) in enumerate((b, n) for b in (1, 4, 16, 64) for n in (128, 512, 2048)):
         rows.append({"source": "argonne", "source_row": str(i), "device": "h100-sxm", "num_devices": 1, "tensor_parallel": 1,
-                     "engine": "vllm", "model": "llama3.1-8b", "batch_size": batch, "prompt_tokens": length,
+                     "engine": "vllm-v0", "model": "llama3.1-8b", "batch_size": batch, "prompt_tokens": length,
                      "generated_tokens": length, "phase": "total", "level": "request", "energy_j": 1.0, "latency_s": 1.0})
     return conform(pd.DataFrame(rows))
 
@@ -30,7 +30,7 @@ def _table() -> pd.DataFrame:
 def test_rows_cost_one_prefill_and_generated_minus_one_decode_steps_offline():
     iso = isolated_rows(_table())
     assert len(iso.rows) == 12
-    assert set(iso.decode.engines) == {"vllm-v0"}  # the benchmark's 2024 vLLM is the V0 engine
+    assert set(iso.decode.engines) == {"vllm-v0"}  # the importer's label: the benchmark's 2024 vLLM is the V0 engine
     np.testing.assert_array_equal(iso.decode_steps, iso.rows["generated_tokens"].astype(float) - 1)
     lat, energy = iso.cost(TRUTH)
     assert np.all(lat > 0) and np.all(energy > 0)
@@ -51,7 +51,7 @@ def test_fit_on_isolated_rows_recovers_the_memory_efficiency_and_power():
     obs = iso.observations()
     assert {o.name for o in obs} == {"argonne latency", "argonne power"}
     base = StepParams(eta_compute=0.55, kernel_gap_s=3e-6, collective_s=20e-6, power_compute=0.8, engines=TRUTH.engines)
-    fitted, report = fit_step_params(obs, [], base=base, names=("eta_memory", "power_base", "power_memory"))
+    fitted, report = fit_step_params(obs, [], base=base, names=("eta_memory", "power_base", "memory_pj_per_byte"))
     assert fitted.eta_memory == pytest.approx(0.75, rel=0.05)
-    assert fitted.power_memory == pytest.approx(0.5, rel=0.1)
+    assert fitted.memory_pj_per_byte == pytest.approx(200.0, rel=0.1)
     assert all(v < 1.0 for v in report.values())

@@ -19,8 +19,12 @@ energy of the whole batch), measurement ``power_x_latency``.
   A100, whose generic name the catalog reads as the 80 GB part: the Argonne A100s are ALCF
   Polaris nodes (A100-SXM4 40 GB), so ``Nvidia A100 GPU`` -> ``a100-40gb`` (:data:`DEVICES`).
   Names the catalog does not know are dropped and counted.
-* ``engine`` is the framework's catalog id (:func:`~llmco2.specs.engines.engine_id`): vLLM ->
-  ``vllm``, TensorRT-LLM -> ``tensorrt-llm``, DeepSpeed and DeepSpeed-MII -> ``deepspeed``.
+* ``engine`` is the framework's catalog id (:func:`~llmco2.specs.engines.engine_id`), with the
+  version or port the benchmark ran (:data:`ENGINE_VERSIONS`): vLLM -> ``vllm-v0`` (the benchmark's
+  paper, arXiv 2411.00136, November 2024, ran vLLM 0.5-0.6, before V1 became vLLM's default engine
+  in 0.8, 2025), TensorRT-LLM -> ``tensorrt-llm``, DeepSpeed and DeepSpeed-MII -> ``deepspeed``, and
+  on Gaudi2 -> ``optimum-habana`` (its ``Deepspeed-MII/Gaudi2/run-power-bench.sh`` runs Optimum
+  Habana's generation with HabanaAI's DeepSpeed and ``--use_hpu_graphs``).
 * Multi-device runs use tensor parallelism (vLLM ``tensor_parallel_size``, TensorRT-LLM
   ``tp_size``, DeepSpeed tensor slicing): ``tensor_parallel = num_devices``.
 * Models the catalog does not have (DeciLM-7B, Aquila-7B) are dropped and counted.
@@ -55,6 +59,17 @@ WATTS_PER_DEVICE = (10.0, 2000.0)
 SUPERSEDED_COMMIT = "943daf64"
 IDLE_FLAG = "power_includes_idle_gpus"
 ZERO_ENERGY = "energy_j == 0"
+#: (engine id, device id or "*") -> the engine version or port the benchmark ran (module docstring).
+ENGINE_VERSIONS = {("vllm", "*"): "vllm-v0", ("deepspeed", "gaudi2"): "optimum-habana"}
+
+
+def _engine_versions(engines: pd.Series, devices: pd.Series) -> pd.Series:
+    """Each row's engine id as the version or port of :data:`ENGINE_VERSIONS` that it ran."""
+    out = engines.copy()
+    for (engine, device), version in ENGINE_VERSIONS.items():
+        mask = (engines == engine) & ((devices == device) if device != "*" else True)
+        out[mask] = version
+    return out
 
 
 def import_argonne(path: Path) -> ImportResult:
@@ -90,7 +105,7 @@ def import_argonne(path: Path) -> ImportResult:
         "num_devices": num["num_devices"],
         "tensor_parallel": num["num_devices"],
         "pipeline_parallel": 1,
-        "engine": framework.map(engine_id),
+        "engine": _engine_versions(framework.map(engine_id), devices),
         "model": models,
         **{c: arch[c] for c in ARCH_FIELDS},
         "kv_cache": True,  # vLLM, TensorRT-LLM and DeepSpeed(-MII) all decode with a KV cache
