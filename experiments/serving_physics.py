@@ -51,7 +51,7 @@ def roofline_tdp() -> StepParams:
     """The roofline latency x TDP baseline as step constants (peaks, no overheads, power at the limit)."""
     zero = EngineOverhead(0.0, 0.0, 0.0, True)
     return StepParams(eta_compute=1.0, eta_memory=1.0, kernel_gap_s=0.0, collective_s=0.0, eta_network=1.0, power_base=1.0,
-                      power_compute=0.0, power_memory=0.0, engines={e: zero for e in ENGINES}, source="roofline x TDP")
+                      power_compute=0.0, power_memory=0.0, memory_pj_per_byte=0.0, engines={e: zero for e in ENGINES}, source="roofline x TDP")
 
 
 def predictions(sr: ServingRows, p: StepParams, idx: np.ndarray) -> pd.DataFrame:

@@ -89,14 +89,14 @@ def test_closed_form_steady_state_agrees_with_the_simulator(chunked):
 
 def test_joint_fit_recovers_the_constants_that_generated_the_observations():
     truth = StepParams(eta_compute=0.55, eta_memory=0.75, kernel_gap_s=3e-6, collective_s=20e-6, power_base=0.15,
-                       power_compute=0.8, power_memory=0.5, engines={"vllm": EngineOverhead(2e-3, 40e-6, 2e-6, True)})
+                       power_compute=0.8, memory_pj_per_byte=200.0, engines={"vllm": EngineOverhead(2e-3, 40e-6, 2e-6, True)})
     cases = [_case(cap, True) for cap in (1, 4, 16, 64, 256)]
     shapes = steady_shapes(cases)
     st = steady_state(shapes, truth)
     obs = [Observation("J", st.j_per_output_token, lambda p: steady_state(shapes, p).j_per_output_token),
            Observation("itl", st.itl_median_s, lambda p: steady_state(shapes, p).itl_median_s),
            Observation("power", st.power_w, lambda p: steady_state(shapes, p).power_w)]
-    fitted, report = fit_step_params(obs, ["vllm"], names=("eta_memory", "power_base", "power_memory"),
+    fitted, report = fit_step_params(obs, ["vllm"], names=("eta_memory", "power_base", "memory_pj_per_byte"),
                                      base=StepParams(eta_compute=0.55, kernel_gap_s=3e-6, collective_s=20e-6, power_compute=0.8,
                                                      engines=truth.engines))
     assert fitted.eta_memory == pytest.approx(0.75, rel=0.05)

@@ -28,8 +28,12 @@ Array = NDArray[np.float64]
 #: (name, lower, upper) of the fitted global constants; ``log`` ones are fitted in log space.
 BOUNDS: dict[str, tuple[float, float]] = {
     "eta_compute": (0.2, 1.0), "eta_memory": (0.3, 1.0), "kernel_gap_s": (0.2e-6, 20e-6),
-    "collective_s": (2e-6, 200e-6), "power_base": (0.0, 0.8), "power_compute": (0.5, 1.5), "power_memory": (0.0, 1.5),
+    "collective_s": (2e-6, 200e-6), "power_base": (0.0, 0.8), "power_compute": (0.5, 1.5),
+    "memory_pj_per_byte": (0.0, 600.0),
 }
+# power_memory (a share of the dynamic range per unit of memory utilisation) is not fitted: data
+# movement is charged per byte (memory_pj_per_byte), which held out across GPUs whose power limits
+# differ for the same bandwidth (A100-40GB, H100 SXM, Gaudi2: experiments/serving_physics.py).
 # power_compute >= 0.5: a GPU whose arithmetic units are busy all the time draws at least half of its
 # dynamic range (dense GEMMs run data-centre GPUs at their power limit); serving rows are mostly
 # memory-bound decode and cannot pin it, so without this bound a fit may assign all power to memory
@@ -86,7 +90,7 @@ def _unpack(x: Array, base: StepParams, names: Sequence[str], engines: Sequence[
         values = {f: float(np.exp(x[j + i])) for i, f in enumerate(fields)}
         eng[e] = replace(oh, **values)
         j += len(fields)
-    return StepParams(**{**{k: getattr(base, k) for k in ("eta_network",)}, **{k: getattr(base, k) for k in BOUNDS}, **kw},
+    return StepParams(**{**{k: getattr(base, k) for k in ("eta_network", "power_memory")}, **{k: getattr(base, k) for k in BOUNDS}, **kw},
                       engines=eng, source=base.source)
 
 

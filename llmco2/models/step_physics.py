@@ -15,9 +15,14 @@ embedding / final norm / LM head:
   an online server (requests arriving over HTTP, tokens streamed back) adds its front end's cost
   per sequence and step where the engine runs it in the step loop (``serving_sequence``: output
   processing, incremental detokenisation and streaming), zero in an offline batch run;
-* power per GPU: ``idle + (limit - idle) x clip(base + a_c x u_c + a_m x u_m, 0, 1)`` with
-  ``u_c = sum C_k / t`` and ``u_m = sum M_k / t`` the shares of the step that the arithmetic units and
-  the memory system would be busy at their peaks (W); energy = power x t x GPUs (J).
+* power per GPU: ``min(limit, idle + (limit - idle) x clip(base + a_c x u_c + a_m x u_m, 0, 1) + e_b x
+  bytes / t)`` with ``u_c = sum C_k / t`` and ``u_m = sum M_k / t`` the shares of the step that the
+  arithmetic units and the memory system would be busy at their peaks, and ``e_b`` the energy of moving
+  one byte between memory and the cores (W). The arithmetic units draw a share of the GPU's dynamic
+  range, which its power limit is sized for; data movement costs energy per byte, a property of the
+  memory and on-chip fabric rather than of the power limit (a GPU whose limit is high for its
+  bandwidth draws a smaller share of it in memory-bound decode). Fits set ``a_m = 0`` and fit ``e_b``;
+  energy = power x t x GPUs (J).
 
 Parameters (:class:`StepParams`) are fitted jointly on isolated and serving measurements
 (:mod:`llmco2.models.step_fit`); an unseen GPU is predicted by the same formulas from its catalog
@@ -33,7 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from llmco2.analytic.layer import KERNEL_NAMES, LayerBatch, analyze_layers
+from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis, LayerBatch, analyze_layers
 from llmco2.analytic.model import head_costs
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id
 
@@ -80,7 +85,8 @@ class StepParams:
     eta_network: float = 0.7
     power_base: float = 0.2
     power_compute: float = 0.6
-    power_memory: float = 0.4
+    power_memory: float = 0.0
+    memory_pj_per_byte: float = 150.0  # e_b: energy per byte moved to or from memory (pJ)
     engines: dict[str, EngineOverhead] = field(default_factory=dict)
     source: str = "defaults"
 
@@ -97,14 +103,18 @@ class StepParams:
         engines = {k: EngineOverhead(float(v["step_s"]), float(v["sequence_s"]), float(v["launch_s"]), bool(v["cuda_graphs"]),
                                      float(v.get("serving_sequence_s", 0.0)))
                    for k, v in raw.get("engines", {}).items()}
-        return cls(**{k: float(raw[k]) for k in GLOBAL_PARAMS}, engines=engines, source=str(raw.get("source", "")))
+        return cls(**{k: float(raw[k] if k in raw or k not in OPTIONAL_PARAMS else OPTIONAL_PARAMS[k]) for k in GLOBAL_PARAMS},
+                   engines=engines, source=str(raw.get("source", "")))
 
     def with_values(self, **kw: float) -> StepParams:
         return replace(self, **kw)
 
 
 GLOBAL_PARAMS = ("eta_compute", "eta_memory", "kernel_gap_s", "collective_s", "eta_network", "power_base",
-                 "power_compute", "power_memory")
+                 "power_compute", "power_memory", "memory_pj_per_byte")
+#: Constants that files written before they existed lack, and the value that reads them as the
+#: model without them.
+OPTIONAL_PARAMS = {"memory_pj_per_byte": 0.0}
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,7 @@ class StepShapes:
     num_gpus: Array
     tdp_w: Array
     idle_w: Array
+    mem_bw_bytes_per_s: Array  # memory bandwidth of one GPU (bytes/s)
     engines: list[str]
 
     def __len__(self) -> int:
@@ -130,7 +141,8 @@ class StepShapes:
     def take(self, idx: NDArray[np.int64]) -> StepShapes:
         eng = [self.engines[i] for i in np.asarray(idx).tolist()]
         return StepShapes(self.compute_s[idx], self.memory_s[idx], self.network_s[idx], self.weight_s[idx], self.kernels[idx],
-                          self.collectives[idx], self.sequences[idx], self.num_gpus[idx], self.tdp_w[idx], self.idle_w[idx], eng)
+                          self.collectives[idx], self.sequences[idx], self.num_gpus[idx], self.tdp_w[idx], self.idle_w[idx],
+                          self.mem_bw_bytes_per_s[idx], eng)
 
     def merged(self, other: StepShapes) -> StepShapes:
         """One iteration doing the work of both (a chunked-prefill step: a prefill and a decode
@@ -139,7 +151,7 @@ class StepShapes:
         return StepShapes(self.compute_s + other.compute_s, self.memory_s + other.memory_s - shared,
                           self.network_s + other.network_s, np.maximum(self.weight_s, other.weight_s),
                           np.maximum(self.kernels, other.kernels), np.maximum(self.collectives, other.collectives),
-                          self.sequences + other.sequences, self.num_gpus, self.tdp_w, self.idle_w, self.engines)
+                          self.sequences + other.sequences, self.num_gpus, self.tdp_w, self.idle_w, self.mem_bw_bytes_per_s, self.engines)
 
 
 def idle_power_w(gpu: GPU) -> float:
@@ -151,7 +163,14 @@ def step_shapes(items: Sequence[Item], phase: str, steps: Array | float = 1.0) -
     """Per-step work of each request's ``phase`` (``"prefill"``: one step; ``"decode"``: the phase
     divided by ``steps``, the number of decode steps it holds, ``generated - 1``)."""
     b = LayerBatch.from_items(list(items), validate=False)
-    a = analyze_layers(b)
+    return shapes_of(analyze_layers(b), phase, steps, [engine_id(r.engine) for _, r, _ in items], _idle_of([g for _, _, g in items]))
+
+
+def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[str], idle_w: Array) -> StepShapes:
+    """:class:`StepShapes` of ``phase`` from an analysis of the requests (their layer batch
+    ``a.batch``), divided by ``steps`` (see :func:`step_shapes`); ``engines`` are engine ids and
+    ``idle_w`` the idle power of one GPU (W), per request."""
+    b = a.batch
     heads = head_costs(b, phase)
     n, k = len(b), len(SLOTS)
     comp, mem, net, wt = np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k))
@@ -169,11 +188,10 @@ def step_shapes(items: Sequence[Item], phase: str, steps: Array | float = 1.0) -
     s = np.broadcast_to(np.asarray(steps, dtype=np.float64), (n,))
     per_layer = np.sum([a.present[name].astype(np.float64) for name in KERNEL_NAMES], axis=0)
     collectives = np.sum([a.present[name].astype(np.float64) for name in KERNEL_NAMES if name.startswith("all_reduce")], axis=0)
-    gpus = [g for _, _, g in items]
-    engines = [engine_id(r.engine) for _, r, _ in items]
     return StepShapes(comp / s[:, None], mem / s[:, None], net / s[:, None], wt / s[:, None], per_layer * b.layers + len(HEAD_KERNELS),
                       collectives * b.layers, b.batch.astype(np.float64), b.num_gpus.astype(np.float64),
-                      b.tdp_w.astype(np.float64), _idle_of(gpus), engines)
+                      b.tdp_w.astype(np.float64), np.asarray(idle_w, dtype=np.float64), b.mem_bw_bytes_per_s.astype(np.float64),
+                      list(engines))
 
 
 def _idle_of(gpus: Sequence[GPU]) -> Array:
@@ -213,6 +231,7 @@ def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array
     u_c = x.compute_s.sum(axis=1) / t
     u_m = x.memory_s.sum(axis=1) / t
     level = np.clip(p.power_base + p.power_compute * u_c + p.power_memory * u_m, 0.0, 1.0)
-    power = x.num_gpus * (x.idle_w + (x.tdp_w - x.idle_w) * level)
+    moving_w = p.memory_pj_per_byte * 1e-12 * u_m * x.mem_bw_bytes_per_s
+    power = x.num_gpus * np.minimum(x.idle_w + (x.tdp_w - x.idle_w) * level + moving_w, x.tdp_w)
     return StepCost(t, power * t, power, t_gpu)
 

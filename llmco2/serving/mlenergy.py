@@ -141,7 +141,7 @@ def _concat(xs: list[SteadyShapes]) -> SteadyShapes:
         s = [getattr(x, name) for x in xs]
         return StepShapes(*(np.concatenate([getattr(v, f) for v in s]) for f in ("compute_s", "memory_s", "network_s", "weight_s",
                                                                                  "kernels", "collectives", "sequences", "num_gpus",
-                                                                                 "tdp_w", "idle_w")),
+                                                                                 "tdp_w", "idle_w", "mem_bw_bytes_per_s")),
                           [e for v in s for e in v.engines])
     return SteadyShapes(steps("decode"), steps("prefill"), *(np.concatenate([getattr(x, f) for x in xs])
                                                              for f in ("batch", "share", "chunked", "context")))
