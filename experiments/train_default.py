@@ -20,8 +20,11 @@ flag saying the energy is unreliable. Left out, with the reason recorded in the 
   requests a service sees (the paper's Table 5 and ours: +uniform rows, held-out trace-sampled
   requests fall from EBA(10%) 63% to 58%).
 
-The physics prior (roofline efficiency per device, launch and step overhead per engine) is fitted
-on every row with a latency, latency-only sources (Splitwise) and energy-flagged rows included
+The prior of data-centre GPUs is the step physics of ``--step-file`` (fitted on the ML.ENERGY
+serving rows and the isolated batch runs together, ``experiments/serving_physics.py --write``): the
+same constants as ``predict --serving``, hardware entering only through catalog numbers. Edge
+devices keep the per-device prior (roofline efficiency per device, launch and step overhead per
+engine), fitted on every row with a latency, latency-only sources (Splitwise) and energy-flagged rows included
 (their timing is sound), except the no-KV-cache regime. The prediction intervals are calibrated on
 the validation rows; with ``--out-of-domain``, the intervals of requests outside the training
 domain come from the residuals of held-out devices (``predictions.csv`` of leave-one-device-out
@@ -68,6 +71,9 @@ def main() -> None:
     parser.add_argument("--feature-view", default="no_hardware",
                         help="network input view (llmco2.graph.views): no_hardware keeps the GPU's raw catalog "
                              "numbers out of the network, so an unseen GPU is corrected inside trained ranges")
+    parser.add_argument("--step-file", type=Path, default=Path("llmco2/serving/data/step_physics.json"),
+                        help="step-physics constants for the data-centre prior (fitted on serving and isolated rows "
+                             "by experiments/serving_physics.py --write)")
     parser.add_argument("--out-of-domain", nargs="*", type=Path, default=[],
                         help="predictions.csv of held-out-device runs: calibrate the out-of-domain intervals")
     args = parser.parse_args()
@@ -85,7 +91,8 @@ def main() -> None:
     train = energy_data(split.frame(rows, "train"))
     val = energy_data(split.frame(rows, "val"))
     timed = table[(table["source"] != "wilkins") & (table["level"] != "steady_state")].reset_index(drop=True)
-    model = GNNPredictor(TrainConfig(max_epochs=args.epochs, seed=args.seed, feature_view=args.feature_view))
+    model = GNNPredictor(TrainConfig(max_epochs=args.epochs, seed=args.seed, feature_view=args.feature_view, prior="step",
+                                     step_file=str(args.step_file)))
     model.fit(train, val, latency_data=latency_table_rows(timed))
     if args.out_of_domain:
         held = pd.concat([pd.read_csv(p) for p in args.out_of_domain], ignore_index=True)
@@ -107,6 +114,7 @@ def main() -> None:
         "validation": {k: val_scores[k] for k in ("n", "mape", "median_ape", "eba_5", "eba_10", "eba_30")},
         "validation_interval_coverage": coverage(low, high, val.energy_j),
         "physics_prior": model.head.physics.state_dict(),
+        "step_prior": model.head.step.state_dict() if model.head.step is not None else None,
         "intervals": model.head.intervals.state_dict(),
         "best_epoch": model.history.best_epoch,
         "train_seconds": round(model.history.seconds, 1),

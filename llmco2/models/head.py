@@ -4,7 +4,9 @@ The network (:class:`llmco2.models.gnn.LLMCO2Net`) maps the graphs of ``n`` requ
 ``[n, 2]``: the standardised log-ratio of prefill and decode energy to the physics prior.
 :meth:`OutputHead.finish` turns ``z`` into joules, seconds and intervals:
 
-1. the physics prior and latency per phase (:class:`llmco2.models.physics.PhysicsPrior`),
+1. the physics prior and latency per phase (:class:`llmco2.models.physics.PhysicsPrior`; for
+   data-centre GPUs the step physics of :class:`llmco2.models.step_prior.StepPrior` where the
+   checkpoint carries it),
 2. energy = prior x exp(clamped, de-standardised ``z``) (:class:`llmco2.models.targets.EnergyTarget`),
 3. one consistent (energy, latency) pair: the latency is held within [energy / (GPUs x power
    limit), energy / (GPUs x idle power)], so the average power lies between idle and the power
@@ -32,6 +34,7 @@ from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, val
 from llmco2.models.intervals import IntervalCalibration
 from llmco2.models.physics import Item, PhaseInputs, PhysicsPrior, cached_engine_id, gpu_engine_codes
 from llmco2.models.physics import device_group as gpu_group
+from llmco2.models.step_prior import StepPrior
 from llmco2.models.targets import MIN_PRIOR_J, EnergyTarget
 from llmco2.specs import UNKNOWN_ENGINE, ModelArch, engine_level_index, engine_levels
 from llmco2.specs.families import architecture_family, catalog_families
@@ -204,6 +207,7 @@ class OutputHead:
     intervals: IntervalCalibration = field(default_factory=IntervalCalibration)
     domain: dict[str, Any] = field(default_factory=dict)
     use_prior: bool = True
+    step: StepPrior | None = None  # the step physics, for the rows of its device group
 
     def network_analysis(self, analysis: LayerAnalysis) -> LayerAnalysis:
         """``analysis`` as the network must see it: a request whose engine the training data never
@@ -229,6 +233,8 @@ class OutputHead:
         :data:`MIN_PRIOR_J` and is 1 J everywhere when ``use_prior`` is off."""
         x = PhaseInputs.build(items, analysis, totals)
         prior, latency = self.physics.energy_j(x)
+        if self.step is not None:
+            prior, latency = self.step.apply(analysis, x, prior, latency)
         prior = np.maximum(prior, MIN_PRIOR_J) if self.use_prior else np.ones_like(prior)
         return prior, latency, x
 
@@ -240,11 +246,17 @@ class OutputHead:
         prior, latency, x = self.prior(items, analysis, totals)
         groups = x.groups  # the device group of each request (:func:`device_group`)
         log_ratio = self.target.decode_log_ratio(self.target.clamp(z))
-        if self.target.group_bounds and self.domain.get("devices"):
+        if self.domain.get("devices"):
             seen = set(self.domain["devices"])
             devices, device_code = value_codes(x.devices)
             unseen = np.array([d not in seen for d in devices], dtype=bool)[device_code]
-            log_ratio = self.target.bound_unseen(log_ratio, groups, unseen)
+            if self.target.group_bounds:
+                log_ratio = self.target.bound_unseen(log_ratio, groups, unseen)
+            if self.step is not None:
+                # the step physics carries to a GPU through its catalog numbers; the network's
+                # correction, learnt on the training GPUs, largely stands for those GPUs' own
+                # departures from it and is not applied to a GPU it has not seen
+                log_ratio = np.where((unseen & self.step.rows(x))[:, None], 0.0, log_ratio)
         energy = np.exp(log_ratio) * prior
         limit_w = (x.num_gpus * x.tdp_w)[:, None]
         idle_w = (x.num_gpus * x.idle_w)[:, None]
@@ -261,11 +273,14 @@ class OutputHead:
         return PhasePrediction(energy, latency, low, high, np.where(empty, 0.0, prior), notes, self.intervals.levels)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"target": self.target.state_dict(), "physics": self.physics.state_dict(),
-                "intervals": self.intervals.state_dict(), "domain": self.domain, "use_prior": self.use_prior}
+        out = {"target": self.target.state_dict(), "physics": self.physics.state_dict(),
+               "intervals": self.intervals.state_dict(), "domain": self.domain, "use_prior": self.use_prior}
+        if self.step is not None:
+            out["step"] = self.step.state_dict()
+        return out
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> OutputHead:
         return cls(EnergyTarget.from_state_dict(state["target"]), PhysicsPrior.from_state_dict(state.get("physics")),
                    IntervalCalibration.from_state_dict(state.get("intervals")), dict(state.get("domain", {})),
-                   bool(state.get("use_prior", True)))
+                   bool(state.get("use_prior", True)), StepPrior.from_state_dict(state.get("step")))

@@ -16,9 +16,8 @@ rows whose energy is usable, :func:`llmco2.models.experiment.usable_rows`):
 * Splitwise (prefill and decode latency of Llama-2-70B / BLOOM-176B at TP 2-8; no energy);
 * Delavande (HF decode latency of Llama-3.1-8B on an H100; its energies counted other GPUs).
 
-Engine versions: the Argonne benchmark ran vLLM in 2024 (its paper, arXiv 2411.00136, November
-2024; vLLM 0.5-0.6), before V1 became vLLM's default engine (0.8, 2025), so its vLLM rows are runs
-of ``vllm-v0``. Splitwise does not name its engine: its rows run as the catalog's ``unknown`` engine,
+Engine versions come from the importers (Argonne's vLLM rows are ``vllm-v0``, its Gaudi2 DeepSpeed
+rows ``optimum-habana``: :mod:`llmco2.data.importers.argonne`). Splitwise does not name its engine: its rows run as the catalog's ``unknown`` engine,
 whose overheads the fit may set from them but which are never shipped (an unknown engine keeps its
 catalog priors).
 """
@@ -42,8 +41,6 @@ log = logging.getLogger(__name__)
 SOURCES = ("argonne", "h100_hf", "splitwise", "delavande")
 #: Sources whose energy is not usable for power (latency only), with the reason.
 LATENCY_ONLY = {"splitwise": "latency only", "delavande": "codecarbon counted other GPUs of the node"}
-#: Engine id of a source's rows in the step physics, where the canonical label names a later version.
-ENGINE_OF_SOURCE = {("argonne", "vllm"): "vllm-v0"}
 SPLITWISE_ENGINE = "unknown"
 
 
@@ -95,7 +92,7 @@ class IsolatedRows:
 def _engine_ids(rows: pd.DataFrame) -> list[str]:
     out = []
     for src, eng in zip(rows["source"].astype(str), rows["engine"].astype(str), strict=True):
-        out.append(SPLITWISE_ENGINE if src == "splitwise" else ENGINE_OF_SOURCE.get((src, eng), eng))
+        out.append(SPLITWISE_ENGINE if src == "splitwise" else eng)
     return out
 
 
@@ -120,3 +117,23 @@ def isolated_rows(table: pd.DataFrame) -> IsolatedRows:
     ok &= ~rows["source"].isin(list(LATENCY_ONLY)).to_numpy()
     log.info("isolated rows: %d modelled (%s)", len(rows), data.excluded)
     return IsolatedRows(rows, pre, dec, steps, phase != "decode", ok)
+
+
+def fit_isolated(table: pd.DataFrame, source: str = "") -> StepParams | None:
+    """Step constants fitted on the isolated data-centre runs of ``table`` (a canonical table),
+    with the overheads of every engine those runs name; ``None`` when no source of
+    :data:`SOURCES` has a group of at least five rows to fit on."""
+    from llmco2.models.step_fit import fit_step_params
+
+    table = table.drop_duplicates(subset=[c for c in ("source", "source_row", "phase") if c in table.columns])
+    if not table["source"].isin(SOURCES).any():
+        return None
+    iso = isolated_rows(table)
+    obs = iso.observations()
+    if not obs:
+        return None
+    engines = sorted(set(iso.decode.engines))
+    fitted, report = fit_step_params(obs, engines, source=source or f"isolated runs of {sorted(set(iso.rows['source']))}",
+                                     online_engines=[])
+    log.info("step prior fitted on %d isolated rows: %s", len(iso.rows), report)
+    return fitted

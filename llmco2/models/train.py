@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from numpy.typing import NDArray
 
@@ -33,6 +34,8 @@ from llmco2.models.head import OutputHead, PhasePrediction, device_group
 from llmco2.models.intervals import IntervalCalibration
 from llmco2.models.physics import row_values
 from llmco2.models.physics_fit import fit_physics
+from llmco2.models.step_isolated import fit_isolated
+from llmco2.models.step_prior import StepPrior, read_step_params
 from llmco2.models.targets import EnergyTarget, phase_energy
 from llmco2.models.training_state import is_training_state, load_epoch, run_fingerprint, save_epoch
 from llmco2.specs import GPU, UNKNOWN_ENGINE, ModelArch, Request
@@ -57,7 +60,12 @@ class TrainConfig:
     use_graph: bool = True
     feature_view: str = "full"  # full | no_phase_split | no_roofline | nnlqp | no_hardware (see llmco2.graph.views)
     use_prior: bool = True  # learn log(E / physics prior); False: learn log E directly (NNLQP)
-    prior: str = "physical"  # physical: launch-aware latency x idle-to-limit power; tdp: roofline time x TDP (earlier)
+    # physical: launch-aware latency x idle-to-limit power; step: the step physics for data-centre GPUs
+    # (fitted on the training rows' isolated runs), physical for edge devices; tdp: roofline time x TDP (earlier)
+    prior: str = "physical"
+    # prior "step": a step-physics file (llmco2/serving/data/step_physics.json, fitted on serving and isolated
+    # rows together) to use instead of a fit on the training rows' isolated runs
+    step_file: str = ""
     engine_dropout: float = 0.05  # share of training graphs shown as engine "unknown" per batch
     threads: int = 0  # 0: torch default
 
@@ -157,9 +165,15 @@ class GNNPredictor:
         rng = np.random.default_rng(cfg.seed)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        physics = fit_physics(latency_data if latency_data is not None else train, train, cfg.prior, cfg.seed)
+        timed = latency_data if latency_data is not None else train
+        physics = fit_physics(timed, train, "physical" if cfg.prior == "step" else cfg.prior, cfg.seed)
+        step = None
+        if cfg.prior == "step":
+            params = (read_step_params(cfg.step_file) if cfg.step_file
+                      else fit_isolated(pd.concat([timed.table, train.table], ignore_index=True)))
+            step = StepPrior(params) if params is not None else None
         self.head = OutputHead(EnergyTarget(np.zeros(2), np.ones(2)), physics, domain=training_domain(train),
-                               use_prior=cfg.use_prior)
+                               use_prior=cfg.use_prior, step=step)
         self.scaler = FeatureScaler.fit(self._graphs(train))
         g, prior = self._prepared(train)
         log_ratio = np.log(np.maximum(train.energy_j, 1e-12))[:, None] - np.log(prior[train.config])

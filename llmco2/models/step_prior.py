@@ -1,0 +1,84 @@
+"""The step physics as the network's prior for data-centre GPUs (NumPy only).
+
+A request is one prefill step and ``generated - 1`` decode steps. Each phase's latency and energy
+follow from :func:`llmco2.models.step_physics.step_cost` on the phase's per-step work (the decode
+phase's work averaged over its steps), with the constants fitted jointly on isolated batch runs and
+serving measurements (:mod:`llmco2.models.step_fit`). The hardware enters only through the GPU's
+catalog numbers, so an unseen data-centre GPU gets its prior from the same formulas as a measured
+one, never from a median of fitted per-GPU constants.
+
+Edge modules and SoCs (Jetson, RK3588: LPDDR memory, NPUs, eager frameworks) are far from the
+data-centre constants; their rows keep the per-device prior of :class:`llmco2.models.physics.PhysicsPrior`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmco2.analytic.layer import LayerAnalysis
+from llmco2.errors import InvalidInputError
+from llmco2.models.physics import PHASE_NAMES, PhaseInputs
+from llmco2.models.step_physics import StepParams, shapes_of, step_cost
+
+Array = NDArray[np.float64]
+#: Device group whose rows take the step physics as their prior.
+STEP_GROUP = "datacentre"
+
+
+def step_phase_cost(params: StepParams, analysis: LayerAnalysis, x: PhaseInputs) -> tuple[Array, Array]:
+    """``([n, 2] energy of all GPUs (J), [n, 2] latency (s))`` of the prefill and decode phases
+    of the requests of ``analysis`` (their :class:`PhaseInputs` ``x``); an empty decode phase (one
+    generated token) is 0."""
+    n = len(x.steps)
+    energy, latency = np.zeros((n, 2)), np.zeros((n, 2))
+    for j, phase in enumerate(PHASE_NAMES):
+        steps = x.steps[:, j]
+        shapes = shapes_of(analysis, phase, np.maximum(steps, 1.0), x.engines, x.idle_w)
+        c = step_cost(shapes, params)
+        latency[:, j] = c.time_s * steps
+        energy[:, j] = c.energy_j * steps
+    return energy, latency
+
+
+def read_step_params(path: str | Path) -> StepParams:
+    """The constants of a step-physics JSON file (``llmco2/serving/data/step_physics.json``)."""
+    try:
+        raw = json.loads(Path(path).read_text())
+        return StepParams.from_dict(raw)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"cannot read step constants from {path}: {exc}", field="step_file") from exc
+
+
+@dataclass(frozen=True)
+class StepPrior:
+    """Fitted step constants and the device group they stand for."""
+
+    params: StepParams
+    group: str = STEP_GROUP
+
+    def rows(self, x: PhaseInputs) -> NDArray[np.bool_]:
+        """The requests whose prior this is (GPUs of :attr:`group`)."""
+        return np.fromiter((g == self.group for g in x.groups), dtype=bool, count=len(x.groups))
+
+    def apply(self, analysis: LayerAnalysis, x: PhaseInputs, energy: Array, latency: Array) -> tuple[Array, Array]:
+        """``energy`` and ``latency`` ``[n, 2]`` with the rows of :meth:`rows` replaced by the step physics."""
+        mine = self.rows(x)
+        if not mine.any():
+            return energy, latency
+        e, t = step_phase_cost(self.params, analysis, x)
+        return np.where(mine[:, None], e, energy), np.where(mine[:, None], t, latency)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"params": self.params.to_dict(), "group": self.group}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any] | None) -> StepPrior | None:
+        if not state:
+            return None
+        return cls(StepParams.from_dict(state["params"]), str(state.get("group", STEP_GROUP)))
