@@ -33,19 +33,45 @@ def load(root: Path) -> list[dict[str, Any]]:
         split = path.parent / "split.json"
         m["holdout"] = json.loads(split.read_text()).get("meta", {}).get("holdout") if split.is_file() else None
         m["experiment"] = path.parent.parent.name
+        m["seed"] = _seed(path.parent)
         runs.append(m)
     return runs
 
 
+def _seed(folder: Path) -> int | None:
+    """The run's seed, from its Hydra config (``.hydra/config.yaml`` or ``config.yaml``)."""
+    for cfg in (folder / ".hydra" / "config.yaml", folder / "config.yaml"):
+        if cfg.is_file():
+            for line in cfg.read_text().splitlines():
+                if line.startswith("seed:"):
+                    return int(line.split(":", 1)[1])
+    return None
+
+
+def _cell(values: list[float | None]) -> str:
+    """A metric over the seeds of a configuration: the value, or the mean and the range."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "-"
+    if len(vals) == 1:
+        return _pct(vals[0])
+    return f"{_pct(sum(vals) / len(vals))} ({100 * min(vals):.1f}-{100 * max(vals):.1f})"
+
+
 def table(runs: list[dict[str, Any]]) -> str:
-    head = ["held out", "predictor", "MAPE", "median APE", "EBA(10%)", "EBA(30%)", "coverage 10-90%", "test rows"]
+    """One line per (held-out set, predictor); where several seeds ran, each metric is the mean over
+    the seeds with its range in brackets."""
+    head = ["held out", "predictor", "seeds", "MAPE", "median APE", "EBA(10%)", "EBA(30%)", "coverage 10-90%", "test rows"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     order = {m: i for i, m in enumerate(MODEL_ORDER)}
-    for r in sorted(runs, key=lambda r: (str(r["holdout"] or r["split"]), order.get(r["model"], 9))):
-        t = r["test"]
-        cov = t.get("coverage", {}).get("coverage") if t.get("coverage") else None
-        cells = [str(r["holdout"] or r["split"]), LABELS.get(r["model"], r["model"]), _pct(t["mape"]), _pct(t["median_ape"]),
-                 _pct(t["eba_10"]), _pct(t["eba_30"]), _pct(cov), f"{t['n']:,}"]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((str(r["holdout"] or r["split"]), r["model"]), []).append(r)
+    for (held, model), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9))):
+        tests = [r["test"] for r in rs]
+        cov = [t["coverage"]["coverage"] if t.get("coverage") else None for t in tests]
+        cells = [held, LABELS.get(model, model), str(len(rs)), *(_cell([t[k] for t in tests]) for k in ("mape", "median_ape", "eba_10", "eba_30")),
+                 _cell(cov), f"{tests[0]['n']:,}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -69,9 +95,10 @@ def figure(root: Path, out: Path, experiment: str = "lodo_datacenter") -> Path:
     for ax, device in zip(axes[0], devices, strict=True):
         lo, hi = float("inf"), 0.0
         for model in reversed(MODEL_ORDER):  # llmco2 drawn last, on top
-            folder = root / experiment / f"{model}-datacentre_lodo-without-{device}"
-            if not (folder / "predictions.csv").is_file():
+            folders = sorted((root / experiment).glob(f"{model}-datacentre_lodo-without-{device}*/predictions.csv"))
+            if not folders:
                 continue
+            folder = folders[0].parent  # one run per predictor (the first seed)
             with (folder / "predictions.csv").open() as f:
                 rows = [(float(r["energy_j"]), float(r["predicted_j"])) for r in csv.DictReader(f)]
             y, p = zip(*rows, strict=True)
