@@ -13,9 +13,13 @@ done
 # Data-centre accuracy: leave one device out (before/after/baselines), leave one engine out, interval
 # coverage on a random split; then the shipped checkpoint with out-of-domain intervals calibrated
 # on the held-out devices' residuals.
-for exp in lodo_datacenter leave_engine_out; do
-  "$PY" -m llmco2.models.experiment +experiment=$exp hydra.sweep.dir="${OUT}_datacentre/$exp" hydra.sweep.subdir='${name}'
-done
+# llmco2 over three seeds (mean and range in the tables), the other predictors once
+"$PY" -m llmco2.models.experiment +experiment=lodo_datacenter model=llmco2 seed=0,1,2 \
+  hydra.sweep.dir="${OUT}_datacentre/lodo_datacenter" hydra.sweep.subdir='${name}-seed${seed}'
+"$PY" -m llmco2.models.experiment +experiment=lodo_datacenter model=llmco2_physical_prior,llmco2_tdp_prior,gbt,llmcarbon \
+  hydra.sweep.dir="${OUT}_datacentre/lodo_datacenter" hydra.sweep.subdir='${name}-seed${seed}'
+"$PY" -m llmco2.models.experiment +experiment=leave_engine_out \
+  hydra.sweep.dir="${OUT}_datacentre/leave_engine_out" hydra.sweep.subdir='${name}-seed${seed}'
 "$PY" -m llmco2.models.experiment +experiment=random_coverage hydra.run.dir="${OUT}_datacentre/random_coverage"
 "$PY" -m llmco2.models.experiment model=llmco2 trainer.max_epochs=80 trainer.patience=10 trainer.threads=1 \
   hydra.run.dir="${OUT}_datacentre/edge_table3_llmco2"
