@@ -135,9 +135,5 @@ def predict_footprint(requests: Sequence[Item] | RequestTable, predictor: Any = 
             the chunks of one file; else resolved from the other arguments.
     """
     table = request_table(requests)
-    if predictor is None:
-        from llmco2.models.predict import load_predictor
-
-        predictor = load_predictor()
     assume = assumptions or resolve_assumptions(table.gpus, region_id, carbon_intensity, pue_value, lifetime_years)
     return footprint_from(predict_phases(table, predictor, chunk, progress), table, assume)
