@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
+from llmco2.serving.grid_rows import PowerRow, power_row
 from llmco2.specs import GPU, ModelArch, Request
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,29 @@ class IterationCost(Protocol):
     def decode(self, batch: int, context: Array) -> tuple[Array, Array]:
         """Decode steps of ``batch`` sequences, one step per entry of ``context`` (mean KV length, tokens)."""
         ...
+
+
+DecodeRun = Callable[[int, float, int, float], tuple[int, float, float]]
+
+
+def decode_runner(cost: IterationCost) -> DecodeRun:
+    """``run(batch, context, steps, limit) -> (n, energy J, time s)``: the first ``n`` of ``steps``
+    decode steps of ``batch`` sequences at mean contexts ``context, context + 1, ...`` (tokens),
+    ``n`` being ``steps`` or, if sooner, the first step by whose end the summed latency reaches
+    ``limit`` (s). ``cost.decode_run`` when the cost model has one (:class:`GridCostModel`: scalar
+    arithmetic), else :meth:`IterationCost.decode` on all ``steps`` contexts at once."""
+    fast = getattr(cost, "decode_run", None)
+    if fast is not None:
+        return fast  # type: ignore[no-any-return]
+
+    def run(batch: int, context: float, steps: int, limit: float = math.inf) -> tuple[int, float, float]:
+        e_k, t_k = cost.decode(batch, np.asarray(context + np.arange(steps), dtype=np.float64))
+        cum = np.cumsum(t_k)
+        if limit < math.inf:
+            steps = max(min(steps, int(np.searchsorted(cum, limit, side="left")) + 1), 1)
+        return steps, float(e_k[:steps].sum()), float(cum[steps - 1])
+
+    return run
 
 
 def idle_power_w(gpu: GPU, num_gpus: int) -> tuple[float, str]:
@@ -103,6 +128,10 @@ class GridCostModel:
     iteration's energy (1.0 by default). ``decode_time_coef`` (a latency calibration, see
     :mod:`llmco2.serving.calibration`) multiplies decode-step latency by
     exp(c . [1, log B, log G, log B x log G]) at batch B (held within ``batch_range``) on G = ``num_gpus`` GPUs.
+
+    Scalar costs (:meth:`prefill`, :meth:`mixed`, :meth:`decode_run`) go through one
+    :class:`~llmco2.serving.grid_rows.PowerRow` per (table, batch), built on first use and kept
+    until a field is reassigned; :meth:`decode` interpolates arrays directly (the same values).
     """
 
     batches: Array
@@ -126,6 +155,22 @@ class GridCostModel:
             t = np.maximum(t, 1e-6)
             e = np.clip(e, floor * t, self.tdp_w * t)
             self._tables[name] = (np.log(e), np.log(t))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if not name.startswith("_"):
+            object.__setattr__(self, "_rows", {})  # rows fold in energy_scale, decode_time_coef, ...
+
+    def _row(self, table: str, batch: int) -> PowerRow:
+        """The (cached) power-law row of ``table`` at ``batch`` sequences, multipliers folded in."""
+        row: PowerRow | None = self._rows.get((table, batch))
+        if row is None:
+            le, lt = self._tables[table]
+            extra = max(batch / self.batches[-1], 1.0)  # beyond the largest grid batch costs grow with the batch
+            t_mult = extra * self.decode_time_factor(batch) if table == "decode" else extra
+            row = power_row(self._lb, self.contexts, le, lt, batch, self.energy_scale * extra, t_mult)
+            self._rows[(table, batch)] = row
+        return row
 
     @classmethod
     def from_predictor(cls, arch: ModelArch, gpu: GPU, request: Request, predictor: Any = None,
@@ -178,11 +223,10 @@ class GridCostModel:
         return np.exp(e_lo + w * (e_hi - e_lo)) * self.energy_scale, np.exp(t_lo + w * (t_hi - t_lo))
 
     def prefill(self, num_seqs: int, tokens: int) -> tuple[float, float]:
+        """Energy (J) and latency (s) of prefilling ``tokens`` tokens over ``num_seqs`` sequences."""
         n = max(int(num_seqs), 1)
-        e, t = self._lookup("prefill", n, np.array([tokens / n]))
-        # beyond the largest grid batch the prefill grows with the number of tokens
-        extra = max(n / self.batches[-1], 1.0)
-        return float(e[0] * extra), float(t[0] * extra)
+        # beyond the largest grid batch the prefill grows with the number of tokens (folded into the row)
+        return self._row("prefill", n).at(tokens / n)
 
     def decode_time_factor(self, batch: float) -> float:
         """The latency calibration's multiplier of a decode step at ``batch`` (1.0 without one)."""
@@ -194,14 +238,24 @@ class GridCostModel:
         return math.exp(c[0] + c[1] * lb + c[2] * ln + c[3] * lb * ln)
 
     def decode(self, batch: int, context: Array) -> tuple[Array, Array]:
+        """Energy (J) and latency (s) of one decode step of ``batch`` sequences per entry of ``context`` (tokens)."""
         e, t = self._lookup("decode", batch, np.asarray(context, dtype=np.float64))
         extra = max(batch / self.batches[-1], 1.0)
         return e * extra, t * (extra * self.decode_time_factor(batch))
 
+    def decode_run(self, batch: int, context: float, steps: int, limit: float = math.inf) -> tuple[int, float, float]:
+        """A run of decode steps at contexts ``context, context + 1, ...`` (see :func:`decode_runner`):
+        ``(n, energy J, time s)`` of its first ``n`` steps."""
+        return self._row("decode", int(batch)).run(context, steps, limit)
+
     def mixed(self, num_seqs: int, tokens: int, decode_batch: int, context: float) -> tuple[float, float]:
+        """Energy (J) and latency (s) of a prefill mixed with one decode token of ``decode_batch``
+        sequences at mean context ``context`` (tokens)."""
         e, t = self.prefill(num_seqs + decode_batch, tokens + decode_batch)
         if decode_batch:
-            de, dt = self.decode(decode_batch, np.array([context, self.contexts[0]]))
-            e += max(de[0] - de[1], 0.0)
-            t += max(dt[0] - dt[1], 0.0)
+            row = self._row("decode", int(decode_batch))
+            de, dt = row.at(context)
+            de0, dt0 = row.first  # the context-independent part of the step
+            e += max(de - de0, 0.0)
+            t += max(dt - dt0, 0.0)
         return e, t

@@ -11,7 +11,7 @@ Scheduler, per iteration:
   default scheduler without chunked prefill).
 * Otherwise every running request decodes one token. Steps between two events (a completion, an
   arrival that can be admitted, a full KV cache) have the same batch, so a run of them is costed
-  in one vectorised call with the context growing by one token per step.
+  in one call with the context growing by one token per step (:func:`~llmco2.serving.costs.decode_runner`).
 * When the KV cache is full, the most recently admitted request is preempted and recomputed later
   (its prefill then covers prompt plus the tokens it had generated), as vLLM's recompute mode does.
 
@@ -25,14 +25,16 @@ attributed the same way (for embodied carbon).
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
-from llmco2.serving.costs import IterationCost
+from llmco2.serving.costs import IterationCost, decode_runner
 from llmco2.serving.workload import Workload
 
 log = logging.getLogger(__name__)
@@ -114,11 +116,19 @@ def simulate(workload: Workload, cost: IterationCost, config: SchedulerConfig) -
 class _Simulation:
     """State of one :func:`simulate` run and its steps, one scheduler iteration (or decode run) at a time.
 
-    Per request (arrays over requests, in workload order): token counts (``generated``,
-    ``to_prefill``, ``in_kv``), times (s) and the energy (J) and GPU time (s) charged so far, all
-    held by :attr:`out`. Server: the waiting queue, the admitted requests (``prefilling`` and
-    ``running``, in admission order), the KV tokens in use (``used``), the clock ``t`` (s) and the
-    idle energy (J) and time (s) not yet charged to an iteration.
+    Per request (lists over requests, in workload order): token counts (``generated``,
+    ``to_prefill``, ``in_kv``; ``in_kv`` equals prompt + generated while admitted), times (s) and
+    the energy (J) and GPU time (s) charged so far. Server: the waiting queue, the admitted requests
+    (``prefilling`` in admission order, ``running`` in the order they started decoding), the KV
+    tokens in use (``used``), the clock ``t`` (s) and the idle energy (J) and time (s) not yet
+    charged to an iteration.
+
+    Running requests are settled lazily: every iteration that decodes treats all of them alike (one
+    token each, the same share of the iteration), so the server counts per running sequence the
+    decode tokens (``steps_done``), energy (``run_j``, J), idle energy (``run_idle_j``, J) and GPU
+    time (``run_s``, s) so far, and a request takes the difference to its snapshot from when it
+    started decoding (``join_*``) when it leaves the batch (completion or preemption). A heap orders
+    running requests by the ``steps_done`` at which they finish (``finish_step``, -1 when not running).
     """
 
     def __init__(self, workload: Workload, cost: IterationCost, config: SchedulerConfig) -> None:
@@ -129,65 +139,66 @@ class _Simulation:
             i = int(np.flatnonzero(too_long)[0])
             raise InvalidInputError(f"request {i} needs {prompt[i] + output[i]} KV tokens (prompt + output), more than the "
                                     f"{config.kv_capacity_tokens} tokens the server's KV cache holds", field="prompt_tokens")
-        self.cost, self.config = cost, config
-        self.n, self.prompt, self.output = n, prompt, output
+        self.cost, self.config, self.decode_cost = cost, config, decode_runner(cost)
+        self.n, self.workload = n, workload
+        self.prompt: list[int] = prompt.tolist()
+        self.output: list[int] = output.tolist()
         self.closed = workload.concurrency is not None
-        self.arrival = np.full(n, np.inf) if self.closed else workload.arrival_s.copy()  # type: ignore[union-attr]
-        self.issued = 0  # closed loop: requests sent so far
-        if self.closed:
-            self.issued = min(int(workload.concurrency), n)  # type: ignore[arg-type]
-            self.arrival[:self.issued] = 0.0
-        self.first = np.full(n, np.nan)
-        self.finish = np.full(n, np.nan)
-        self.energy = np.zeros(n)
-        self.prefill_j = np.zeros(n)  # the part of energy_j charged for prompt tokens
-        self.idle_share = np.zeros(n)  # the part of energy_j that is idle energy
-        self.gpu_s = np.zeros(n)
-        self.preempt = np.zeros(n, dtype=np.int64)
-        self.generated = np.zeros(n, dtype=np.int64)   # output tokens produced so far
-        self.to_prefill = np.zeros(n, dtype=np.int64)  # prompt (+ recomputed) tokens still to prefill
-        self.in_kv = np.zeros(n, dtype=np.int64)       # tokens held in the KV cache
-        self.out = Schedule(self.arrival, self.first, self.finish, self.energy, self.prefill_j, self.idle_share, self.gpu_s,
-                            self.preempt, prompt, output)
+        self.issued = min(int(workload.concurrency), n) if self.closed else 0  # type: ignore[arg-type]  # closed loop: sent so far
+        self.arrival: list[float] = ([0.0] * self.issued + [math.inf] * (n - self.issued) if self.closed
+                                     else workload.arrival_s.tolist())  # type: ignore[union-attr]
+        self.first, self.finish = [math.nan] * n, [math.nan] * n
+        self.energy, self.prefill_j, self.idle_share, self.gpu_s = [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n
+        self.preempt = [0] * n
+        self.generated = [0] * n   # output tokens produced so far (as of joining the running batch while running)
+        self.to_prefill = [0] * n  # prompt (+ recomputed) tokens still to prefill
+        self.in_kv = [0] * n       # tokens held in the KV cache (as of joining the running batch while running)
+        self.join_step, self.finish_step = [0] * n, [-1] * n
+        self.join_j, self.join_idle_j, self.join_s = [0.0] * n, [0.0] * n, [0.0] * n
+        self.heap: list[tuple[int, int]] = []  # (finish_step, request) of running requests (stale ones skipped)
+        self.steps_done, self.run_kv = 0, 0   # decode tokens per running sequence; KV tokens of running requests
+        self.run_j = self.run_idle_j = self.run_s = 0.0
         self.waiting: deque[int] = deque()
-        self.prefilling: list[int] = []   # admitted, prefill not finished (admission order)
-        self.running: list[int] = []      # decoding (admission order)
-        self.nxt = 0                      # next request to arrive
-        self.done = 0
-        self.used = 0                     # KV tokens in use
-        self.t = 0.0                      # clock (s)
-        self.idle_j = 0.0                 # idle energy (J) and time (s) not yet charged
-        self.idle_s = 0.0
+        self.prefilling: list[int] = []
+        self.running: dict[int, None] = {}  # insertion-ordered: the newest is popped on preemption
+        self.nxt = self.done = self.used = 0  # next request to arrive, finished requests, KV tokens in use
+        self.t = self.idle_j = self.idle_s = 0.0
+        self.logs: tuple[list[float], list[float], list[float], list[float], list[int], list[int], list[int]] = (
+            [], [], [], [], [], [], [])
+        self.iterations, self.busy_s, self.idle_total_j = 0, 0.0, 0.0
 
     def run(self) -> Schedule:
         """Iterate until every request has finished; the filled :class:`Schedule`."""
         while self.done < self.n:
             self.admit()
-            if not self.running and not self.prefilling:
-                self.idle_until_next_arrival()
-            elif self.prefilling:
+            if self.prefilling:
                 self.prefill_iteration()
-            else:
+            elif self.running:
                 self.decode_run()
-        if self.closed:
-            self.out.arrival_s = self.arrival
-        return self.out
+            else:
+                self.idle_until_next_arrival()
+        w, lg = self.workload, self.logs
+        arrival = np.array(self.arrival) if self.closed else w.arrival_s.copy()  # type: ignore[union-attr]
+        return Schedule(arrival, np.array(self.first), np.array(self.finish), np.array(self.energy), np.array(self.prefill_j),
+                        np.array(self.idle_share), np.array(self.gpu_s), np.array(self.preempt, dtype=np.int64),
+                        w.prompt_tokens, w.output_tokens, self.idle_total_j, self.busy_s, self.iterations, *lg)
 
     # -- admit ---------------------------------------------------------------------------------
     def admit(self) -> None:
         """Queue the requests that have arrived by ``t``, then admit waiting ones first-come
         first-served while the batch has room and the KV cache holds their prompt."""
-        n, arrival, waiting, config = self.n, self.arrival, self.waiting, self.config
-        while self.nxt < n and arrival[self.nxt] <= self.t:
-            waiting.append(self.nxt)
-            self.nxt += 1
-        prefilling, running = self.prefilling, self.running
-        while waiting and len(running) + len(prefilling) < config.max_batch:
+        n, arrival, waiting, t, nxt = self.n, self.arrival, self.waiting, self.t, self.nxt
+        while nxt < n and arrival[nxt] <= t:
+            waiting.append(nxt)
+            nxt += 1
+        self.nxt = nxt
+        prefilling, running, config = self.prefilling, self.running, self.config
+        while waiting and (admitted := len(running) + len(prefilling)) < config.max_batch:
             i = waiting[0]
-            need = int(self.prompt[i] + self.generated[i])
+            need = self.prompt[i] + self.generated[i]
             # room for the prompt and for the next token of every admitted sequence (a watermark that
             # keeps a just-preempted request from being readmitted into the same full cache)
-            if self.used + need + len(running) + len(prefilling) + 1 > config.kv_capacity_tokens:
+            if self.used + need + admitted + 1 > config.kv_capacity_tokens:
                 break
             waiting.popleft()
             self.to_prefill[i] = need
@@ -199,44 +210,62 @@ class _Simulation:
         """Nothing to run: idle (at ``idle_w`` W) until the next arrival."""
         if self.nxt >= self.n:
             raise RuntimeError("scheduler stalled with requests left")  # pragma: no cover - invariant
-        gap = float(self.arrival[self.nxt]) - self.t
+        arrival = self.arrival[self.nxt]
+        gap = arrival - self.t
         self.idle_j += gap * self.config.idle_w
         self.idle_s += gap
-        self.t = float(self.arrival[self.nxt])
+        self.t = arrival
 
     # -- prefill (or mixed) iteration ----------------------------------------------------------
     def prefill_iteration(self) -> None:
         """One iteration that prefills prompt chunks (with the running decodes when chunked):
         schedule the chunk, cost it, attribute it, advance."""
-        config, running = self.config, self.running
-        if config.chunked_prefill and running and self.used + len(running) + len(self.prefilling) > config.kv_capacity_tokens:
+        config, prefilling = self.config, self.prefilling
+        nd = len(self.running) if config.chunked_prefill else 0  # decode tokens in this iteration
+        if nd and self.used + nd + len(prefilling) > config.kv_capacity_tokens:
             self.preempt_newest()  # no room for this iteration's new tokens
             return
-        decoders = running if config.chunked_prefill else []
-        chunk_ids, chunk_tokens = self.schedule_chunk(len(decoders))
-        dec = np.asarray(decoders, dtype=np.int64)
-        e, dt = self.cost_iteration(chunk_ids, chunk_tokens, dec)
-        members = np.concatenate([np.asarray(chunk_ids, dtype=np.int64), dec])
-        toks = np.concatenate([np.asarray(chunk_tokens, dtype=np.float64), np.ones(len(dec))])
-        made = len(dec)
-        end = self.t + dt
+        chunk_ids, chunk_tokens = self.schedule_chunk(nd)
+        ptoks = sum(chunk_tokens)
+        if nd:
+            e, dt = self.cost.mixed(len(chunk_ids), ptoks, nd, self.run_kv / nd)
+        else:
+            e, dt = self.cost.prefill(len(chunk_ids), ptoks)
+        # charge by tokens: the chunk's prompt tokens, one per decode
+        idle_j = self.idle_j
+        ej, sj, total = e + idle_j, dt + self.idle_s, float(ptoks + nd)
+        energy, prefill_j, idle_share, gpu_s, to_prefill = self.energy, self.prefill_j, self.idle_share, self.gpu_s, self.to_prefill
+        made = nd
         for i, k in zip(chunk_ids, chunk_tokens, strict=True):
-            self.to_prefill[i] -= k
-            if self.to_prefill[i] == 0:
+            share = k / total
+            energy[i] += ej * share
+            prefill_j[i] += ej * share
+            idle_share[i] += idle_j * share
+            gpu_s[i] += sj * share
+            to_prefill[i] -= k
+            if to_prefill[i] == 0:
                 made += 1
-        self.attribute(members, toks, e, dt, 1, made, prefill_members=len(chunk_ids))
-        self.t = end
-        self.advance_prefill(chunk_ids, dec)
+        if nd:
+            self.charge_running(ej, idle_j, sj, 1.0 / total)
+        self.log_event(e, dt, 1, made, len(chunk_ids) + nd)
+        self.t += dt
+        if nd:  # every running sequence decoded one token
+            self.steps_done += 1
+            self.used += nd
+            self.run_kv += nd
+        self.advance_prefill(chunk_ids)
+        if nd:
+            self.complete_finished()
 
     def schedule_chunk(self, decoders: int) -> tuple[list[int], list[int]]:
         """Prompt chunks of this iteration: (requests, prompt tokens of each) within the token
         budget left by ``decoders`` decode tokens (whole prompts only without chunked prefill)."""
-        config = self.config
+        config, to_prefill = self.config, self.to_prefill
         budget = max(config.max_batched_tokens - decoders, 1)
         chunk_ids: list[int] = []
         chunk_tokens: list[int] = []
         for i in self.prefilling:
-            take = int(self.to_prefill[i])
+            take = to_prefill[i]
             if config.chunked_prefill:
                 take = min(take, budget)
             elif chunk_ids and take > budget:
@@ -250,20 +279,12 @@ class _Simulation:
                 break
         return chunk_ids, chunk_tokens
 
-    def cost_iteration(self, chunk_ids: list[int], chunk_tokens: list[int], dec: NDArray[np.int64]) -> tuple[float, float]:
-        """Energy (J) and duration (s) of a prefill iteration, mixed with the decodes ``dec`` if any."""
-        ptoks = int(sum(chunk_tokens))
-        if len(dec):
-            ctx = float((self.prompt[dec] + self.generated[dec]).mean())
-            return self.cost.mixed(len(chunk_ids), ptoks, len(dec), ctx)
-        return self.cost.prefill(len(chunk_ids), ptoks)
-
-    def advance_prefill(self, chunk_ids: list[int], dec: NDArray[np.int64]) -> None:
+    def advance_prefill(self, chunk_ids: list[int]) -> None:
         """After a prefill iteration ending at ``t``: finished prompts yield their first token
-        (and start decoding, or finish), the decodes ``dec`` one token each."""
-        generated, in_kv, output = self.generated, self.in_kv, self.output
+        (and start decoding, or finish)."""
+        generated, in_kv, output, to_prefill = self.generated, self.in_kv, self.output, self.to_prefill
         for i in chunk_ids:
-            if self.to_prefill[i] == 0:
+            if to_prefill[i] == 0:
                 self.prefilling.remove(i)
                 if generated[i] == 0:
                     self.first[i] = self.t
@@ -273,81 +294,95 @@ class _Simulation:
                 if generated[i] >= output[i]:
                     self.complete(i)
                 else:
-                    self.running.append(i)
-        if len(dec):
-            generated[dec] += 1
-            in_kv[dec] += 1
-            self.used += len(dec)
-            for i in dec[generated[dec] >= output[dec]].tolist():
-                self.running.remove(i)
-                self.complete(i)
+                    self.start_decoding(i)
 
     # -- decode run ----------------------------------------------------------------------------
     def decode_run(self) -> None:
         """Decode steps of the same batch until a completion, an admissible arrival or a full KV
-        cache: schedule the run, cost it (one vectorised call), attribute it, advance."""
-        config, output, generated, arrival = self.config, self.output, self.generated, self.arrival
-        run = np.asarray(self.running, dtype=np.int64)
-        d = len(run)
+        cache: schedule the run, cost it (one call), attribute it, advance."""
+        config, heap, finish_step = self.config, self.heap, self.finish_step
+        d = len(self.running)
         free_steps = (config.kv_capacity_tokens - self.used) // d
         if free_steps < 1:
             self.preempt_newest()
             return
-        steps = int(min((output[run] - generated[run]).min(), free_steps))
-        ctx = np.asarray((self.prompt[run] + generated[run]).mean() + np.arange(steps), dtype=np.float64)
-        e_k, t_k = self.cost.decode(d, ctx)
-        cum = np.cumsum(t_k)
-        nxt = self.nxt
-        if nxt < self.n and d + len(self.prefilling) < config.max_batch and np.isfinite(arrival[nxt]):
+        while finish_step[heap[0][1]] != heap[0][0]:
+            heappop(heap)  # a preempted request's entry
+        steps = min(heap[0][0] - self.steps_done, free_steps)
+        limit = math.inf
+        if self.nxt < self.n and d + len(self.prefilling) < config.max_batch:
             # stop after the step during which the next request arrives (it joins the next iteration)
-            stop = int(np.searchsorted(cum, arrival[nxt] - self.t, side="left")) + 1
-            steps = max(min(steps, stop), 1)
-        e = float(e_k[:steps].sum())
-        dt = float(cum[steps - 1])
-        self.attribute(run, None, e, dt, steps, d * steps)
+            limit = self.arrival[self.nxt] - self.t  # inf while a closed-loop request is not yet sent
+        steps, e, dt = self.decode_cost(d, self.run_kv / d, steps, limit)
+        idle_j = self.idle_j
+        self.charge_running(e + idle_j, idle_j, dt + self.idle_s, 1.0 / d)
+        self.log_event(e, dt, steps, d * steps, d)
         self.t += dt
-        self.advance_decode(run, steps)
-
-    def advance_decode(self, run: NDArray[np.int64], steps: int) -> None:
-        """After ``steps`` decode steps of ``run`` ending at ``t``: tokens, KV cache, completions."""
-        generated, output = self.generated, self.output
-        generated[run] += steps
-        self.in_kv[run] += steps
-        self.used += len(run) * steps
-        for i in run[generated[run] >= output[run]].tolist():
-            self.running.remove(i)
-            self.complete(i)
+        self.steps_done += steps
+        self.used += d * steps
+        self.run_kv += d * steps
+        self.complete_finished()
 
     # -- attribute -----------------------------------------------------------------------------
-    def attribute(self, members: NDArray[np.int64], tokens: NDArray[np.float64] | None, e: float, dt: float, iters: int,
-                  made: int, prefill_members: int = 0) -> None:
-        """Charge an event's energy ``e`` (J, + the idle spell before it) and duration ``dt`` (s) to
-        ``members`` by ``tokens`` (None: equal shares); log the event (starting at ``t``)."""
-        idle_j, idle_s, out = self.idle_j, self.idle_s, self.out
-        share: NDArray[np.float64] | float = 1.0 / len(members) if tokens is None else tokens / tokens.sum()
-        self.energy[members] += (e + idle_j) * share
-        self.idle_share[members] += idle_j * share
-        if prefill_members:  # the first ``prefill_members`` members process prompt tokens
-            self.prefill_j[members[:prefill_members]] += (e + idle_j) * share[:prefill_members]  # type: ignore[index]
-        self.gpu_s[members] += (dt + idle_s) * share
-        t = self.t
-        out.log_start_s.append(t)
-        out.log_end_s.append(t + dt)
-        out.log_energy_j.append(e + idle_j)
-        out.log_idle_j.append(idle_j)
-        out.log_tokens.append(made)
-        out.log_iterations.append(iters)
-        out.log_batch.append(len(members))
-        out.idle_j += idle_j
-        out.busy_s += dt
-        out.iterations += iters
+    def charge_running(self, e: float, idle_j: float, s: float, share: float) -> None:
+        """Charge every running request ``share`` of energy ``e`` (J), idle energy ``idle_j`` (J) and time ``s`` (s)."""
+        self.run_j += e * share
+        self.run_idle_j += idle_j * share
+        self.run_s += s * share
+
+    def log_event(self, e: float, dt: float, iters: int, made: int, batch: int) -> None:
+        """Log an event of energy ``e`` (J, + the idle spell before it) and duration ``dt`` (s)
+        starting at ``t``; the idle spell is charged."""
+        t, idle_j, lg = self.t, self.idle_j, self.logs
+        lg[0].append(t)
+        lg[1].append(t + dt)
+        lg[2].append(e + idle_j)
+        lg[3].append(idle_j)
+        lg[4].append(made)
+        lg[5].append(iters)
+        lg[6].append(batch)
+        self.idle_total_j += idle_j
+        self.busy_s += dt
+        self.iterations += iters
         self.idle_j = self.idle_s = 0.0
 
-    # -- completions and preemption ------------------------------------------------------------
+    # -- joining and leaving the running batch, completions, preemption -------------------------
+    def start_decoding(self, i: int) -> None:
+        """Request ``i`` joins the running batch (snapshot of the per-sequence counters)."""
+        self.running[i] = None
+        steps_done = self.steps_done
+        self.join_step[i] = steps_done
+        self.join_j[i], self.join_idle_j[i], self.join_s[i] = self.run_j, self.run_idle_j, self.run_s
+        finish = steps_done + self.output[i] - self.generated[i]
+        self.finish_step[i] = finish
+        heappush(self.heap, (finish, i))
+        self.run_kv += self.in_kv[i]
+
+    def leave(self, i: int) -> None:
+        """Settle request ``i``'s tokens and charges since it started decoding (it leaves the running batch)."""
+        steps = self.steps_done - self.join_step[i]
+        self.generated[i] += steps
+        self.in_kv[i] += steps
+        self.energy[i] += self.run_j - self.join_j[i]
+        self.idle_share[i] += self.run_idle_j - self.join_idle_j[i]
+        self.gpu_s[i] += self.run_s - self.join_s[i]
+        self.run_kv -= self.in_kv[i]
+        self.finish_step[i] = -1
+
+    def complete_finished(self) -> None:
+        """Complete the running requests that have generated all their tokens by now."""
+        heap, finish_step, steps_done = self.heap, self.finish_step, self.steps_done
+        while heap and heap[0][0] <= steps_done:
+            finish, i = heappop(heap)
+            if finish_step[i] == finish:
+                self.leave(i)
+                del self.running[i]
+                self.complete(i)
+
     def complete(self, i: int) -> None:
-        """Request ``i`` finishes at ``t``: free its KV cache; closed loop: its client sends the next request."""
+        """Request ``i`` (not running) finishes at ``t``: free its KV cache; closed loop: its client sends the next request."""
         self.finish[i] = self.t
-        self.used -= int(self.in_kv[i])
+        self.used -= self.in_kv[i]
         self.in_kv[i] = 0
         self.done += 1
         if self.closed and self.issued < self.n:
@@ -356,8 +391,9 @@ class _Simulation:
 
     def preempt_newest(self) -> None:
         """Preempt the most recently admitted running request (recomputed when readmitted)."""
-        victim = self.running.pop()  # most recently admitted
-        self.used -= int(self.in_kv[victim])
+        victim = self.running.popitem()[0]  # most recently admitted
+        self.leave(victim)
+        self.used -= self.in_kv[victim]
         self.in_kv[victim] = 0
         self.preempt[victim] += 1
         self.waiting.appendleft(victim)
