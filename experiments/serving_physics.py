@@ -34,7 +34,7 @@ import pandas as pd
 from llmco2.models.step_fit import fit_step_params
 from llmco2.models.step_isolated import SPLITWISE_ENGINE, IsolatedRows, isolated_rows
 from llmco2.models.step_physics import EngineOverhead, StepParams
-from llmco2.serving.mlenergy import ServingRows, load_rows, mix_builds, serving_rows
+from llmco2.serving.mlenergy import TASK_PROMPT_TOKENS, ServingRows, load_rows, mix_builds, serving_rows
 from llmco2.serving.physics_params import family, params_path
 from llmco2.serving.steady import steady_state
 
@@ -42,8 +42,9 @@ log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent
 ENGINES = ("vllm", "vllm-v0")
 QUANTILES = (0.1, 0.9)
-#: Prompt scales tried per task: ML.ENERGY publishes no prompt lengths, so the mean prompt of each
-#: task (a property of its dataset) is estimated with the physics, from training rows only.
+#: Prompt scales tried for the tasks whose mean prompt is not public (``TASK_PROMPT_TOKENS``): the
+#: mean prompt of such a task (a property of its dataset) is estimated with the physics, from
+#: training rows only.
 PROMPT_SCALES = (0.1, 0.2, 0.35, 0.6, 1.0)
 
 
@@ -112,15 +113,19 @@ def _loss(sr: ServingRows, mask: np.ndarray, p: StepParams) -> float:
 
 def fit(builds: dict[float, ServingRows], mask: np.ndarray, source: str) -> tuple[StepParams, ServingRows]:
     """Constants fitted on the rows under ``mask`` and the rows rebuilt with each task's prompt scale:
-    fit at the trace's prompts, choose per task the scale whose rows the constants fit best (training
-    rows only; a task without training rows keeps 1.0), refit."""
+    fit at the trace's prompts, choose the scale of each task whose mean prompt is not public
+    (:data:`TASK_PROMPT_TOKENS`) by a vote of its training models (each model's best-fitting scale;
+    the lower median, so that a few models whose physics is off cannot drag the task's prompts; a
+    task without training rows keeps 1.0), refit."""
     base = builds[1.0]
     p = _fit(base, mask, source)
     tasks = base.rows["task"].to_numpy()
     choice = np.ones(len(tasks))
-    for task in sorted(set(tasks[mask])):
-        sel = mask & (tasks == task)
-        choice[tasks == task] = min(builds, key=lambda k: _loss(builds[k], sel, p))
+    models = base.rows["model"].to_numpy()
+    for task in sorted(set(tasks[mask]) - set(TASK_PROMPT_TOKENS)):
+        votes = sorted(min(builds, key=lambda k: _loss(builds[k], mask & (tasks == task) & (models == m), p))
+                       for m in sorted(set(models[mask & (tasks == task)])))
+        choice[tasks == task] = votes[(len(votes) - 1) // 2]
     mixed = mix_builds(builds, choice)
     return _fit(mixed, mask, source), mixed
 

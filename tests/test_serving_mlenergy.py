@@ -10,6 +10,7 @@ from llmco2.data.importers.mlenergy_v2 import import_mlenergy_v2
 from llmco2.data.importers.mlenergy_v2 import serving_rows as v2_rows
 from llmco2.data.importers.mlenergy_v3 import import_mlenergy_v3
 from llmco2.data.importers.mlenergy_v3 import serving_rows as v3_rows
+from llmco2.serving.mlenergy import TASK_PROMPT_TOKENS, lengths
 
 
 @pytest.mark.parametrize("name, rows_fn, import_fn", [
@@ -30,3 +31,17 @@ def test_serving_rows_keep_the_batch_cap_task_and_energy_per_token(shared_data, 
     assert np.allclose(per_token, rows["j_per_output_token"].to_numpy(float), rtol=0.05)
     assert rows["task"].notna().all()
     assert not rows["task"].isin(["image-chat", "video-chat"]).any()
+
+
+@pytest.mark.parametrize("task", sorted(TASK_PROMPT_TOKENS))
+def test_tasks_with_public_prompt_sets_get_their_mean_prompt(task):
+    prompt, output = lengths(task, 300.0, 2000, 7, 100_000)
+    assert prompt.mean() == pytest.approx(TASK_PROMPT_TOKENS[task], rel=0.01)
+    assert output.mean() == pytest.approx(300.0, rel=0.01)
+
+
+def test_a_task_without_public_prompt_lengths_keeps_the_trace_prompts():
+    from llmco2.serving.workload import trace_lengths
+
+    prompt, _ = lengths("lm-arena-chat", 300.0, 2000, 7, 100_000)
+    assert np.array_equal(prompt, trace_lengths("conv", 2000, 7)[0])

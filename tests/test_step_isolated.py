@@ -10,7 +10,7 @@ import pytest
 
 from llmco2.data.schema import conform
 from llmco2.models.step_fit import fit_step_params
-from llmco2.models.step_isolated import isolated_rows
+from llmco2.models.step_isolated import fit_isolated, isolated_rows
 from llmco2.models.step_physics import EngineOverhead, StepParams
 
 TRUTH = StepParams(eta_compute=0.55, eta_memory=0.75, kernel_gap_s=3e-6, collective_s=20e-6, power_base=0.15,
@@ -55,3 +55,12 @@ def test_fit_on_isolated_rows_recovers_the_memory_efficiency_and_power():
     assert fitted.eta_memory == pytest.approx(0.75, rel=0.05)
     assert fitted.memory_pj_per_byte == pytest.approx(200.0, rel=0.1)
     assert all(v < 1.0 for v in report.values())
+
+
+def test_isolated_fit_keeps_the_expert_gemms_at_the_dense_rate():
+    table = _table()
+    table["latency_s"], table["energy_j"] = isolated_rows(table).cost(TRUTH)
+    fitted = fit_isolated(table)
+    assert fitted is not None
+    assert fitted.eta_expert == 1.0  # not a fitted constant here (a fitted one starts inside its bounds)
+    assert fitted.eta_memory != StepParams().eta_memory  # the others are

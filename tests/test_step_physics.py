@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from llmco2.models.step_fit import Observation, fit_step_params
-from llmco2.models.step_physics import EngineOverhead, StepParams, step_cost, step_shapes
+from llmco2.models.step_physics import SLOTS, EngineOverhead, StepParams, step_cost, step_shapes
 from llmco2.serving import GridCostModel, SchedulerConfig, Workload, memory_budget, simulate
 from llmco2.serving.api import server_setup
 from llmco2.serving.api import steady_state as simulated_steady_state
@@ -119,3 +119,25 @@ def test_serving_json_has_an_interval_that_widens_on_an_unseen_gpu(capsys):
         assert sv["cost_model"] == "step physics"
     width = lambda sv: sv["j_per_output_token_interval"][1] / sv["j_per_output_token_interval"][0]  # noqa: E731
     assert width(unseen) > width(seen)
+
+
+def test_expert_gemms_of_a_moe_model_run_at_eta_expert_and_dense_models_do_not():
+    gpu = get_gpu("h100-sxm")
+    req = Request(batch_size=32, prompt_tokens=512, generated_tokens=9, num_gpus=2, tensor_parallel=2, engine="vllm")
+    moe = step_shapes([(get_model("mixtral-8x7b"), req, gpu)], "decode", 8.0)
+    dense = step_shapes([(get_model("llama3.1-8b"), req, gpu)], "decode", 8.0)
+    assert moe.moe.tolist() == [1.0] and dense.moe.tolist() == [0.0]
+    full, slow = StepParams(engines={"vllm": GRAPHS}), StepParams(eta_expert=0.5, engines={"vllm": GRAPHS})
+    kernels = np.maximum(moe.compute_s / full.eta_compute, moe.memory_s / full.eta_memory)
+    experts = kernels[0, [SLOTS.index(k) for k in ("gate_proj", "up_proj", "down_proj")]].sum()
+    assert experts > 0
+    # halving the experts' efficiency adds exactly their time once more; a dense model is unchanged
+    assert step_cost(moe, slow).gpu_time_s[0] - step_cost(moe, full).gpu_time_s[0] == pytest.approx(experts, rel=1e-9)
+    assert step_cost(dense, slow).time_s[0] == step_cost(dense, full).time_s[0]
+
+
+def test_a_step_file_without_eta_expert_reads_as_dense_rate_experts():
+    raw = StepParams(eta_expert=0.7).to_dict()
+    assert StepParams.from_dict(raw).eta_expert == 0.7
+    del raw["eta_expert"]
+    assert StepParams.from_dict(raw).eta_expert == 1.0

@@ -122,8 +122,12 @@ def isolated_rows(table: pd.DataFrame) -> IsolatedRows:
 def fit_isolated(table: pd.DataFrame, source: str = "") -> StepParams | None:
     """Step constants fitted on the isolated data-centre runs of ``table`` (a canonical table),
     with the overheads of every engine those runs name; ``None`` when no source of
-    :data:`SOURCES` has a group of at least five rows to fit on."""
-    from llmco2.models.step_fit import fit_step_params
+    :data:`SOURCES` has a group of at least five rows to fit on. The grouped-GEMM efficiency of
+    mixture-of-experts layers (``eta_expert``) stays at 1: these runs hold one or two MoE models on
+    three software stacks (vLLM, TensorRT-LLM, DeepSpeed on Gaudi2), too few to tell a property of
+    the expert kernels from one of a stack; held out, fitting it made the H100 worse
+    (``experiments/results/serving_physics.md``)."""
+    from llmco2.models.step_fit import BOUNDS, fit_step_params
 
     table = table.drop_duplicates(subset=[c for c in ("source", "source_row", "phase") if c in table.columns])
     if not table["source"].isin(SOURCES).any():
@@ -134,6 +138,6 @@ def fit_isolated(table: pd.DataFrame, source: str = "") -> StepParams | None:
         return None
     engines = sorted(set(iso.decode.engines))
     fitted, report = fit_step_params(obs, engines, source=source or f"isolated runs of {sorted(set(iso.rows['source']))}",
-                                     online_engines=[])
+                                     online_engines=[], names=tuple(n for n in BOUNDS if n != "eta_expert"))
     log.info("step prior fitted on %d isolated rows: %s", len(iso.rows), report)
     return fitted

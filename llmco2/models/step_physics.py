@@ -7,7 +7,9 @@ embedding / final norm / LM head:
 
 * ``t_k = max(C_k / eta_compute, M_k / eta_memory) + kernel_gap`` with ``C_k`` = operations / peak
   rate and ``M_k`` = bytes / memory bandwidth (s): a kernel runs at a fixed achieved fraction of
-  whichever peak binds it, plus a fixed gap (launch tail, synchronisation) per kernel;
+  whichever peak binds it, plus a fixed gap (launch tail, synchronisation) per kernel; the expert
+  matrices of a mixture-of-experts layer (grouped GEMMs over the experts its tokens touch) reach
+  ``eta_expert`` of that rate;
 * every tensor-parallel all-reduce costs ``collective latency + bytes / (eta_network x link)``;
 * ``t_gpu = sum_k t_k`` and, with CUDA graphs, ``t = t_gpu + step + seqs x per_sequence``; an
   engine that launches kernels from the host (no graphs) waits for the slower of the two:
@@ -49,6 +51,8 @@ Item = tuple[ModelArch, Request, GPU]
 IDLE_FRACTION_OF_TDP = 120.0 / 700.0
 HEAD_KERNELS = ("embedding", "final_norm", "lm_head")
 SLOTS = (*KERNEL_NAMES, *HEAD_KERNELS)
+#: The MLP matrices, which a mixture-of-experts layer runs as grouped GEMMs over its experts.
+EXPERT_SLOTS = np.array([SLOTS.index(k) for k in ("gate_proj", "up_proj", "down_proj")])
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ class StepParams:
     power_compute: float = 0.6
     power_memory: float = 0.0
     memory_pj_per_byte: float = 150.0  # e_b: energy per byte moved to or from memory (pJ)
+    eta_expert: float = 1.0  # achieved fraction of a dense GEMM's rate that grouped expert GEMMs reach
     engines: dict[str, EngineOverhead] = field(default_factory=dict)
     source: str = "defaults"
 
@@ -111,10 +116,10 @@ class StepParams:
 
 
 GLOBAL_PARAMS = ("eta_compute", "eta_memory", "kernel_gap_s", "collective_s", "eta_network", "power_base",
-                 "power_compute", "power_memory", "memory_pj_per_byte")
+                 "power_compute", "power_memory", "memory_pj_per_byte", "eta_expert")
 #: Constants that files written before they existed lack, and the value that reads them as the
 #: model without them.
-OPTIONAL_PARAMS = {"memory_pj_per_byte": 0.0}
+OPTIONAL_PARAMS = {"memory_pj_per_byte": 0.0, "eta_expert": 1.0}
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,7 @@ class StepShapes:
     tdp_w: Array
     idle_w: Array
     mem_bw_bytes_per_s: Array  # memory bandwidth of one GPU (bytes/s)
+    moe: Array  # [n] 1.0 where the MLP is a mixture of experts (its matrices run as grouped GEMMs)
     engines: list[str]
 
     def __len__(self) -> int:
@@ -142,7 +148,7 @@ class StepShapes:
         eng = [self.engines[i] for i in np.asarray(idx).tolist()]
         return StepShapes(self.compute_s[idx], self.memory_s[idx], self.network_s[idx], self.weight_s[idx], self.kernels[idx],
                           self.collectives[idx], self.sequences[idx], self.num_gpus[idx], self.tdp_w[idx], self.idle_w[idx],
-                          self.mem_bw_bytes_per_s[idx], eng)
+                          self.mem_bw_bytes_per_s[idx], self.moe[idx], eng)
 
     def merged(self, other: StepShapes) -> StepShapes:
         """One iteration doing the work of both (a chunked-prefill step: a prefill and a decode
@@ -151,7 +157,7 @@ class StepShapes:
         return StepShapes(self.compute_s + other.compute_s, self.memory_s + other.memory_s - shared,
                           self.network_s + other.network_s, np.maximum(self.weight_s, other.weight_s),
                           np.maximum(self.kernels, other.kernels), np.maximum(self.collectives, other.collectives),
-                          self.sequences + other.sequences, self.num_gpus, self.tdp_w, self.idle_w, self.mem_bw_bytes_per_s, self.engines)
+                          self.sequences + other.sequences, self.num_gpus, self.tdp_w, self.idle_w, self.mem_bw_bytes_per_s, self.moe, self.engines)
 
 
 def idle_power_w(gpu: GPU) -> float:
@@ -191,7 +197,7 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
     return StepShapes(comp / s[:, None], mem / s[:, None], net / s[:, None], wt / s[:, None], per_layer * b.layers + len(HEAD_KERNELS),
                       collectives * b.layers, b.batch.astype(np.float64), b.num_gpus.astype(np.float64),
                       b.tdp_w.astype(np.float64), np.asarray(idle_w, dtype=np.float64), b.mem_bw_bytes_per_s.astype(np.float64),
-                      list(engines))
+                      b.moe.astype(np.float64), list(engines))
 
 
 def _idle_of(gpus: Sequence[GPU]) -> Array:
@@ -225,6 +231,8 @@ def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array
     ``online``: steps of an online server (ignored where ``overheads`` are given)."""
     step, per_seq, launch, graphs = overheads if overheads is not None else overhead_arrays(x.engines, p, online)
     kernel = np.maximum(x.compute_s / p.eta_compute, x.memory_s / p.eta_memory)
+    if p.eta_expert != 1.0 and np.any(x.moe):
+        kernel[:, EXPERT_SLOTS] *= np.where(x.moe > 0, 1.0 / p.eta_expert, 1.0)[:, None]
     t_gpu = (kernel.sum(axis=1) + p.kernel_gap_s * x.kernels + x.collectives * p.collective_s + x.network_s.sum(axis=1) / p.eta_network)
     t_host = np.where(graphs, 0.0, x.kernels * launch)
     t = np.maximum(t_gpu, t_host) + step + per_seq * x.sequences

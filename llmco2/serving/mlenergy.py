@@ -3,11 +3,12 @@ fit the step physics on.
 
 Every imported text row of ML.ENERGY v2 (2024, vLLM V0: A100-40GB, H100) and v3 (2025, vLLM V1:
 H100) is a vLLM server at a batch cap (``max_num_seqs``) kept full by a queue of requests. Lengths:
-ML.ENERGY does not publish prompt lengths, so prompts are drawn from the Azure conv trace for
+ML.ENERGY publishes no prompt lengths, so prompts are drawn from the Azure conv trace for
 chat-like tasks (v2 ``chat`` = ShareGPT, v3 ``lm-arena-chat`` and ``gpqa``) and from the Azure code
-trace for code tasks (v2 ``code``, v3 ``sourcegraph-fim``); output lengths are the same trace's
-output distribution rescaled to the row's published mean output length. Whole prefills for V0
-(its default), chunked prefill for V1.
+trace for code tasks (v2 ``code``, v3 ``sourcegraph-fim``), rescaled to the mean prompt of the
+task's own prompt set where that is known (:data:`TASK_PROMPT_TOKENS`); output lengths are the same
+trace's output distribution rescaled to the row's published mean output length. Whole prefills for
+V0 (the v2 servers ran ``--enable-chunked-prefill False``), chunked prefill for V1.
 
 Observables: J per output token (every row); v2 the mean time per output token (``avg_tpot_s``);
 v3 the median inter-token latency (``median_itl_ms``) and the average power of all GPUs
@@ -31,6 +32,24 @@ from llmco2.serving.workload import trace_lengths
 BITS_DTYPE = {16: "bf16", 8: "fp8", 4: "fp4"}
 TASK_TRACE = {"chat": "conv", "lm-arena-chat": "conv", "gpqa": "conv", "code": "code", "sourcegraph-fim": "code"}
 LENGTH_SAMPLES = 2000
+#: Mean prompt (tokens, as sent: system prompt and chat template included) of the tasks whose prompt
+#: sets are public, from the ML.ENERGY benchmark's code (github.com/ml-energy/benchmark):
+#:
+#: * v2 ``chat``: the first human turn of 500 ShareGPT V3 conversations kept at 4-800 tokens
+#:   (``benchmark/llm_text_generation/chat/sharegpt/ShareGPT_V3_filtered_500.json`` at d0311acf):
+#:   80 tokens of text on average (Llama-3 and Qwen tokenisers), plus an 18-token system prompt and
+#:   the chat template's tokens (about 25, estimated);
+#: * v2 ``code``: the 164 HumanEval prompts sent raw to the completions API (``code/scripts/
+#:   benchmark_client.py``; ``openai/human-eval`` ``data/HumanEval.jsonl.gz``): 132 tokens on average;
+#: * v3 ``gpqa``: the 198 GPQA-diamond questions in the benchmark's template with four choices
+#:   (``llm/datasets.py`` ``GPQADataset`` at c1d6557f): 224.6 tokens on average (Qwen tokeniser;
+#:   its ``results.json`` ``total_input_tokens`` 44,473 / 198 gives the same), plus about 8 tokens
+#:   of chat template.
+#:
+#: v3 ``lm-arena-chat`` (multi-turn conversations carrying their history) and ``sourcegraph-fim``
+#: (code prefix and suffix) publish no length statistics: they keep the trace's prompts, which a fit
+#: may rescale (``prompt_scale``).
+TASK_PROMPT_TOKENS = {"chat": 125.0, "code": 132.0, "gpqa": 233.0}
 
 
 def load_rows() -> tuple[pd.DataFrame, dict[str, int]]:
@@ -57,6 +76,8 @@ def lengths(task: str, mean_output: float, n: int, seed: int, max_tokens: int) -
     """Prompt and output lengths (tokens) for ``n`` requests of ``task`` (see the module docstring)."""
     prompt, output, _ = trace_lengths(TASK_TRACE[task], n, seed)
     output = np.maximum(np.rint(output * (mean_output / output.mean())), 1).astype(np.int64)
+    if task in TASK_PROMPT_TOKENS:
+        prompt = np.maximum(np.rint(prompt * (TASK_PROMPT_TOKENS[task] / prompt.mean())), 1).astype(np.int64)
     prompt = np.minimum(prompt, max_tokens // 2)
     output = np.minimum(output, max_tokens - prompt)
     return prompt, output
@@ -141,7 +162,7 @@ def _concat(xs: list[SteadyShapes]) -> SteadyShapes:
         s = [getattr(x, name) for x in xs]
         return StepShapes(*(np.concatenate([getattr(v, f) for v in s]) for f in ("compute_s", "memory_s", "network_s", "weight_s",
                                                                                  "kernels", "collectives", "sequences", "num_gpus",
-                                                                                 "tdp_w", "idle_w", "mem_bw_bytes_per_s")),
+                                                                                 "tdp_w", "idle_w", "mem_bw_bytes_per_s", "moe")),
                           [e for v in s for e in v.engines])
     return SteadyShapes(steps("decode"), steps("prefill"), *(np.concatenate([getattr(x, f) for x in xs])
                                                              for f in ("batch", "share", "chunked", "context")))
