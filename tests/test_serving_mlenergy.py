@@ -43,5 +43,5 @@ def test_tasks_with_public_prompt_sets_get_their_mean_prompt(task):
 def test_a_task_without_public_prompt_lengths_keeps_the_trace_prompts():
     from llmco2.serving.workload import trace_lengths
 
-    prompt, _ = lengths("lm-arena-chat", 300.0, 2000, 7, 100_000)
-    assert np.array_equal(prompt, trace_lengths("conv", 2000, 7)[0])
+    prompt, _ = lengths("sourcegraph-fim", 300.0, 2000, 7, 100_000)
+    assert np.array_equal(prompt, np.minimum(trace_lengths("code", 2000, 7)[0], 50_000))

@@ -63,4 +63,5 @@ def test_isolated_fit_keeps_the_expert_gemms_at_the_dense_rate():
     fitted = fit_isolated(table)
     assert fitted is not None
     assert fitted.eta_expert == 1.0  # not a fitted constant here (a fitted one starts inside its bounds)
+    assert fitted.power_busy == 0.0  # nor is the busy power
     assert fitted.eta_memory != StepParams().eta_memory  # the others are

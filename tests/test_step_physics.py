@@ -136,6 +136,31 @@ def test_expert_gemms_of_a_moe_model_run_at_eta_expert_and_dense_models_do_not()
     assert step_cost(dense, slow).time_s[0] == step_cost(dense, full).time_s[0]
 
 
+def test_busy_power_follows_the_share_of_the_step_that_kernels_run():
+    gpu = get_gpu("h100-sxm")
+    req = Request(batch_size=32, prompt_tokens=512, generated_tokens=9, num_gpus=2, tensor_parallel=2, engine="vllm")
+    moe = step_shapes([(get_model("mixtral-8x7b"), req, gpu)], "decode", 8.0)
+    base = StepParams(power_base=0.0, power_compute=0.0, memory_pj_per_byte=0.0, engines={"vllm": GRAPHS})
+    busy = StepParams(power_base=0.0, power_compute=0.0, memory_pj_per_byte=0.0, power_busy=0.5, engines={"vllm": GRAPHS})
+    idle, tdp = float(moe.idle_w[0]), float(moe.tdp_w[0])
+    assert step_cost(moe, base).power_w[0] == pytest.approx(2 * idle)  # nothing but idle without activity terms
+    kernels = np.maximum(moe.compute_s / busy.eta_compute, moe.memory_s / busy.eta_memory).sum(axis=1)[0]
+    cost = step_cost(moe, busy)
+    share = kernels / cost.time_s[0]
+    assert 0.0 < share < 1.0
+    assert cost.power_w[0] == pytest.approx(2 * (idle + (tdp - idle) * 0.5 * share))
+    # slower expert kernels keep the GPU busy longer: its power rises, unlike the per-byte term's
+    slow = step_cost(moe, busy.with_values(eta_expert=0.5))
+    assert slow.power_w[0] > cost.power_w[0]
+
+
+def test_a_step_file_without_power_busy_reads_as_no_busy_power():
+    raw = StepParams(power_busy=0.4).to_dict()
+    assert StepParams.from_dict(raw).power_busy == 0.4
+    del raw["power_busy"]
+    assert StepParams.from_dict(raw).power_busy == 0.0
+
+
 def test_a_step_file_without_eta_expert_reads_as_dense_rate_experts():
     raw = StepParams(eta_expert=0.7).to_dict()
     assert StepParams.from_dict(raw).eta_expert == 0.7

@@ -29,7 +29,8 @@ Array = NDArray[np.float64]
 BOUNDS: dict[str, tuple[float, float]] = {
     "eta_compute": (0.2, 1.0), "eta_memory": (0.3, 1.0), "kernel_gap_s": (0.2e-6, 20e-6),
     "collective_s": (2e-6, 200e-6), "power_base": (0.0, 0.8), "power_compute": (0.5, 4.0),
-    "memory_pj_per_byte": (0.0, 600.0), "eta_expert": (0.3, 1.0),
+    "memory_pj_per_byte": (24.0, 600.0), "eta_expert": (0.3, 1.0),
+    "power_busy": (0.0, 1.0),
 }
 # power_memory (a share of the dynamic range per unit of memory utilisation) is not fitted: data
 # movement is charged per byte (memory_pj_per_byte), which held out across GPUs whose power limits
@@ -41,6 +42,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
 # lets a GPU reach its power limit at a quarter of its peak arithmetic rate: H100 serving decode at
 # batches of 128-256 draws 600-690 W of 700 W while its arithmetic units would be busy 10-25% of the
 # step at their peak (v3 rows, with the measured inter-token latency as the step time).
+# memory_pj_per_byte >= 24 pJ (3 pJ/bit): the access energy of HBM alone (HBM2 about 3.9 pJ/bit,
+# O'Connor et al., "Fine-Grained DRAM", MICRO 2017); below it a fit would move the energy of data
+# movement into the busy term (power_busy), which scales with the power limit instead of bytes.
 ENGINE_BOUNDS = {"step_s": (0.05e-3, 50e-3), "sequence_s": (0.5e-6, 2e-3), "launch_s": (0.5e-6, 500e-6),
                  "serving_sequence_s": (0.1e-6, 2e-3)}
 #: Scale of the pseudo-Huber loss on log errors: quadratic below about 10%, linear beyond.

@@ -17,10 +17,14 @@ embedding / final norm / LM head:
   an online server (requests arriving over HTTP, tokens streamed back) adds its front end's cost
   per sequence and step where the engine runs it in the step loop (``serving_sequence``: output
   processing, incremental detokenisation and streaming), zero in an offline batch run;
-* power per GPU: ``min(limit, idle + (limit - idle) x clip(base + a_c x u_c + a_m x u_m, 0, 1) + e_b x
-  bytes / t)`` with ``u_c = sum C_k / t`` and ``u_m = sum M_k / t`` the shares of the step that the
-  arithmetic units and the memory system would be busy at their peaks, and ``e_b`` the energy of moving
-  one byte between memory and the cores (W). The arithmetic units draw a share of the GPU's dynamic
+* power per GPU: ``min(limit, idle + (limit - idle) x clip(base + a_c x u_c + a_m x u_m + a_b x u_b, 0, 1)
+  + e_b x bytes / t)`` with ``u_c = sum C_k / t`` and ``u_m = sum M_k / t`` the shares of the step that the
+  arithmetic units and the memory system would be busy at their peaks, ``u_b = sum t_k / t`` (kernel
+  time without gaps, at most 1) the share of the step that kernels run at whatever rate they reach,
+  and ``e_b`` the energy of moving one byte between memory and the cores (W). A running kernel keeps
+  the SMs clocked and issuing even where it reaches a small part of the peaks (grouped expert GEMMs,
+  dequantising kernels): ``a_b`` is that activity's share of the dynamic range, which host gaps
+  between steps do not draw. The arithmetic units draw a share of the GPU's dynamic
   range, which its power limit is sized for; data movement costs energy per byte, a property of the
   memory and on-chip fabric rather than of the power limit (a GPU whose limit is high for its
   bandwidth draws a smaller share of it in memory-bound decode). Fits set ``a_m = 0`` and fit ``e_b``;
@@ -92,6 +96,7 @@ class StepParams:
     power_memory: float = 0.0
     memory_pj_per_byte: float = 150.0  # e_b: energy per byte moved to or from memory (pJ)
     eta_expert: float = 1.0  # achieved fraction of a dense GEMM's rate that grouped expert GEMMs reach
+    power_busy: float = 0.0  # share of the dynamic range drawn while kernels run, whatever their rate
     engines: dict[str, EngineOverhead] = field(default_factory=dict)
     source: str = "defaults"
 
@@ -116,10 +121,10 @@ class StepParams:
 
 
 GLOBAL_PARAMS = ("eta_compute", "eta_memory", "kernel_gap_s", "collective_s", "eta_network", "power_base",
-                 "power_compute", "power_memory", "memory_pj_per_byte", "eta_expert")
+                 "power_compute", "power_memory", "memory_pj_per_byte", "eta_expert", "power_busy")
 #: Constants that files written before they existed lack, and the value that reads them as the
 #: model without them.
-OPTIONAL_PARAMS = {"memory_pj_per_byte": 0.0, "eta_expert": 1.0}
+OPTIONAL_PARAMS = {"memory_pj_per_byte": 0.0, "eta_expert": 1.0, "power_busy": 0.0}
 
 
 @dataclass(frozen=True)
@@ -238,7 +243,8 @@ def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array
     t = np.maximum(t_gpu, t_host) + step + per_seq * x.sequences
     u_c = x.compute_s.sum(axis=1) / t
     u_m = x.memory_s.sum(axis=1) / t
-    level = np.clip(p.power_base + p.power_compute * u_c + p.power_memory * u_m, 0.0, 1.0)
+    busy = np.minimum(kernel.sum(axis=1) / t, 1.0)
+    level = np.clip(p.power_base + p.power_compute * u_c + p.power_memory * u_m + p.power_busy * busy, 0.0, 1.0)
     moving_w = p.memory_pj_per_byte * 1e-12 * u_m * x.mem_bw_bytes_per_s
     power = x.num_gpus * np.minimum(x.idle_w + (x.tdp_w - x.idle_w) * level + moving_w, x.tdp_w)
     return StepCost(t, power * t, power, t_gpu)

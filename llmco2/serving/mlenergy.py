@@ -46,10 +46,17 @@ LENGTH_SAMPLES = 2000
 #:   its ``results.json`` ``total_input_tokens`` 44,473 / 198 gives the same), plus about 8 tokens
 #:   of chat template.
 #:
-#: v3 ``lm-arena-chat`` (multi-turn conversations carrying their history) and ``sourcegraph-fim``
-#: (code prefix and suffix) publish no length statistics: they keep the trace's prompts, which a fit
-#: may rescale (``prompt_scale``).
-TASK_PROMPT_TOKENS = {"chat": 125.0, "code": 132.0, "gpqa": 233.0}
+#: * v3 ``lm-arena-chat``: 1,024 (conversation, turn) requests of ``lmarena-ai/arena-human-preference-100k``,
+#:   turn ``k`` carrying the ``k`` user prompts and ``k - 1`` dataset responses before it (``llm/datasets.py``
+#:   at c1d6557f). No length statistic is published for it; from Chatbot Arena's own (arXiv 2403.04132,
+#:   Table 1: 1.3 turns per conversation, 94.9 tokens per prompt, 269.0 per response), a request
+#:   carries ``(E[T^2] + E[T]) / (2 E[T])`` prompts and ``(E[T^2] - E[T]) / (2 E[T])`` responses:
+#:   204-249 tokens for ``E[T^2]`` between a geometric count's 2.08 and 2.4, plus about 20 tokens of
+#:   chat template (1.8 messages a request): 250, uncertain by about a third.
+#:
+#: v3 ``sourcegraph-fim`` (code prefix and suffix) publishes no length statistics: it keeps the
+#: trace's prompts, which a fit may rescale (``prompt_scale``).
+TASK_PROMPT_TOKENS = {"chat": 125.0, "code": 132.0, "gpqa": 233.0, "lm-arena-chat": 250.0}
 
 
 def load_rows() -> tuple[pd.DataFrame, dict[str, int]]:
