@@ -154,6 +154,29 @@ def test_busy_power_follows_the_share_of_the_step_that_kernels_run():
     assert slow.power_w[0] > cost.power_w[0]
 
 
+def test_an_engine_all_reduce_cost_adds_per_collective_and_only_with_tensor_parallelism():
+    from dataclasses import replace
+
+    slow = replace(GRAPHS, collective_s=100e-6)
+    tp2, tp1 = step_shapes([_decode_item(tp=2)], "decode", 8.0), step_shapes([_decode_item(tp=1)], "decode", 8.0)
+    assert tp2.collectives[0] == 2 * 32 and tp1.collectives[0] == 0  # two all-reduces a layer
+    fast_p, slow_p = StepParams(engines={"vllm": GRAPHS}), StepParams(engines={"vllm": slow})
+    assert step_cost(tp2, slow_p).time_s[0] - step_cost(tp2, fast_p).time_s[0] == pytest.approx(64 * 100e-6, rel=1e-9)
+    assert step_cost(tp1, slow_p).time_s[0] == step_cost(tp1, fast_p).time_s[0]
+    # a step file written before engines had the field reads as no extra cost
+    raw = slow_p.to_dict()
+    assert StepParams.from_dict(raw).engine("vllm").collective_s == 100e-6
+    del raw["engines"]["vllm"]["collective_s"]
+    assert StepParams.from_dict(raw).engine("vllm").collective_s == 0.0
+
+
+def test_the_engine_all_reduce_cost_is_fitted_only_for_engines_that_serving_rows_ran():
+    from llmco2.models.step_fit import _engine_fields
+
+    assert "collective_s" in _engine_fields(GRAPHS, online=True)
+    assert "collective_s" not in _engine_fields(GRAPHS, online=False)
+
+
 def test_a_step_file_without_power_busy_reads_as_no_busy_power():
     raw = StepParams(power_busy=0.4).to_dict()
     assert StepParams.from_dict(raw).power_busy == 0.4

@@ -46,7 +46,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 # O'Connor et al., "Fine-Grained DRAM", MICRO 2017); below it a fit would move the energy of data
 # movement into the busy term (power_busy), which scales with the power limit instead of bytes.
 ENGINE_BOUNDS = {"step_s": (0.05e-3, 50e-3), "sequence_s": (0.5e-6, 2e-3), "launch_s": (0.5e-6, 500e-6),
-                 "serving_sequence_s": (0.1e-6, 2e-3)}
+                 "serving_sequence_s": (0.1e-6, 2e-3), "collective_s": (0.1e-6, 2e-3)}
 #: Scale of the pseudo-Huber loss on log errors: quadratic below about 10%, linear beyond.
 ROBUST_SCALE = 0.1
 LOG_SCALE = {"kernel_gap_s", "collective_s", "step_s", "sequence_s"}
@@ -66,7 +66,7 @@ def _engine_fields(oh: EngineOverhead, online: bool) -> tuple[str, ...]:
     """Fitted overheads of an engine: the per-kernel launch cost only where the host launches
     every kernel (no CUDA graphs; with graphs it never binds), the online front end's cost only
     where serving rows ran the engine (``online``)."""
-    return ("step_s", "sequence_s", *(() if oh.cuda_graphs else ("launch_s",)), *(("serving_sequence_s",) if online else ()))
+    return ("step_s", "sequence_s", *(() if oh.cuda_graphs else ("launch_s",)), *(("serving_sequence_s", "collective_s") if online else ()))
 
 
 def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str], online: Sequence[str]) -> tuple[Array, Array, Array]:

@@ -10,7 +10,10 @@ embedding / final norm / LM head:
   whichever peak binds it, plus a fixed gap (launch tail, synchronisation) per kernel; the expert
   matrices of a mixture-of-experts layer (grouped GEMMs over the experts its tokens touch) reach
   ``eta_expert`` of that rate;
-* every tensor-parallel all-reduce costs ``collective latency + bytes / (eta_network x link)``;
+* every tensor-parallel all-reduce costs ``collective latency + engine latency + bytes / (eta_network x
+  link)``: the engine's own share is the path its all-reduce takes (a one-shot kernel over peer
+  memory, or a library fallback that pays host and protocol latency per call), fitted per engine
+  on serving rows and 0 where none ran it;
 * ``t_gpu = sum_k t_k`` and, with CUDA graphs, ``t = t_gpu + step + seqs x per_sequence``; an
   engine that launches kernels from the host (no graphs) waits for the slower of the two:
   ``t = max(t_gpu, kernels x launch) + step + seqs x per_sequence`` (the engine's overheads, s);
@@ -68,10 +71,11 @@ class EngineOverhead:
     launch_s: float
     cuda_graphs: bool
     serving_sequence_s: float = 0.0  # online serving only: front-end cost per sequence and step
+    collective_s: float = 0.0  # the engine's own latency per tensor-parallel all-reduce, beyond the link's
 
     def to_dict(self) -> dict[str, Any]:
         return {"step_s": self.step_s, "sequence_s": self.sequence_s, "launch_s": self.launch_s, "cuda_graphs": self.cuda_graphs,
-                "serving_sequence_s": self.serving_sequence_s}
+                "serving_sequence_s": self.serving_sequence_s, "collective_s": self.collective_s}
 
 
 def catalog_overhead(engine: str) -> EngineOverhead:
@@ -111,7 +115,7 @@ class StepParams:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> StepParams:
         engines = {k: EngineOverhead(float(v["step_s"]), float(v["sequence_s"]), float(v["launch_s"]), bool(v["cuda_graphs"]),
-                                     float(v.get("serving_sequence_s", 0.0)))
+                                     float(v.get("serving_sequence_s", 0.0)), float(v.get("collective_s", 0.0)))
                    for k, v in raw.get("engines", {}).items()}
         return cls(**{k: float(raw[k] if k in raw or k not in OPTIONAL_PARAMS else OPTIONAL_PARAMS[k]) for k in GLOBAL_PARAMS},
                    engines=engines, source=str(raw.get("source", "")))
@@ -211,13 +215,14 @@ def _idle_of(gpus: Sequence[GPU]) -> Array:
     return np.array([seen.setdefault(id(g), idle_power_w(g)) for g in gpus], dtype=np.float64)
 
 
-def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = False) -> tuple[Array, Array, Array, NDArray[np.bool_]]:
+def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = False) -> tuple[Array, Array, Array, NDArray[np.bool_], Array]:
     """Per-row step, per-sequence and per-kernel host overheads (s) and whether the engine uses CUDA
     graphs; ``online``: an online server's steps (its front end's per-sequence cost included)."""
     table = {e: params.engine(e) for e in set(engines)}
     rows = [table[e] for e in engines]
     return (np.array([r.step_s for r in rows]), np.array([r.sequence_s + (r.serving_sequence_s if online else 0.0) for r in rows]),
-            np.array([r.launch_s for r in rows]), np.array([r.cuda_graphs for r in rows], dtype=bool))
+            np.array([r.launch_s for r in rows]), np.array([r.cuda_graphs for r in rows], dtype=bool),
+            np.array([r.collective_s for r in rows]))
 
 
 @dataclass(frozen=True)
@@ -230,15 +235,15 @@ class StepCost:
     gpu_time_s: Array
 
 
-def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array, NDArray[np.bool_]] | None = None,
+def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array, NDArray[np.bool_], Array] | None = None,
               online: bool = False) -> StepCost:
     """:class:`StepCost` of the iterations ``x`` under the constants ``p`` (see the module docstring);
     ``online``: steps of an online server (ignored where ``overheads`` are given)."""
-    step, per_seq, launch, graphs = overheads if overheads is not None else overhead_arrays(x.engines, p, online)
+    step, per_seq, launch, graphs, coll = overheads if overheads is not None else overhead_arrays(x.engines, p, online)
     kernel = np.maximum(x.compute_s / p.eta_compute, x.memory_s / p.eta_memory)
     if p.eta_expert != 1.0 and np.any(x.moe):
         kernel[:, EXPERT_SLOTS] *= np.where(x.moe > 0, 1.0 / p.eta_expert, 1.0)[:, None]
-    t_gpu = (kernel.sum(axis=1) + p.kernel_gap_s * x.kernels + x.collectives * p.collective_s + x.network_s.sum(axis=1) / p.eta_network)
+    t_gpu = (kernel.sum(axis=1) + p.kernel_gap_s * x.kernels + x.collectives * (p.collective_s + coll) + x.network_s.sum(axis=1) / p.eta_network)
     t_host = np.where(graphs, 0.0, x.kernels * launch)
     t = np.maximum(t_gpu, t_host) + step + per_seq * x.sequences
     u_c = x.compute_s.sum(axis=1) / t
