@@ -243,12 +243,13 @@ def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array
     kernel = np.maximum(x.compute_s / p.eta_compute, x.memory_s / p.eta_memory)
     if p.eta_expert != 1.0 and np.any(x.moe):
         kernel[:, EXPERT_SLOTS] *= np.where(x.moe > 0, 1.0 / p.eta_expert, 1.0)[:, None]
-    t_gpu = (kernel.sum(axis=1) + p.kernel_gap_s * x.kernels + x.collectives * (p.collective_s + coll) + x.network_s.sum(axis=1) / p.eta_network)
+    kernel_s = kernel.sum(axis=1)
+    t_gpu = (kernel_s + p.kernel_gap_s * x.kernels + x.collectives * (p.collective_s + coll) + x.network_s.sum(axis=1) / p.eta_network)
     t_host = np.where(graphs, 0.0, x.kernels * launch)
     t = np.maximum(t_gpu, t_host) + step + per_seq * x.sequences
     u_c = x.compute_s.sum(axis=1) / t
     u_m = x.memory_s.sum(axis=1) / t
-    busy = np.minimum(kernel.sum(axis=1) / t, 1.0)
+    busy = np.minimum(kernel_s / t, 1.0)
     level = np.clip(p.power_base + p.power_compute * u_c + p.power_memory * u_m + p.power_busy * busy, 0.0, 1.0)
     moving_w = p.memory_pj_per_byte * 1e-12 * u_m * x.mem_bw_bytes_per_s
     power = x.num_gpus * np.minimum(x.idle_w + (x.tdp_w - x.idle_w) * level + moving_w, x.tdp_w)
