@@ -1,12 +1,15 @@
 """Case study: the carbon of the Azure conversation hour (19,366 requests) on 1, 2 and 4 H100s at
 three loads, each request predicted in isolation (batch 1, ``llmco2 predict``) versus served by a
-continuously batched vLLM server (``llmco2.serving``).
+continuously batched vLLM server (``llmco2.serving``). The server's iterations are costed by the step
+physics with the shipped constants, as ``llmco2 predict --serving`` does (``--cost-model checkpoint``:
+the learned checkpoint's per-request predictions on the grid instead).
 
 Loads: the trace's own arrival times (x1, about 5.4 requests/s), and the same requests with
 their arrival times stretched x2 (half the load) or compressed x2 (double the load). Model
 Llama-3.1-8B, bf16, TP over the GPUs, world-average grid and industry-average PUE (the defaults).
 
-    python experiments/serving_case_study.py [--model llama3.1-8b] [--out experiments/results/serving_case_study.md]
+    python experiments/serving_case_study.py [--model llama3.1-8b] [--cost-model physics|checkpoint]
+                                             [--out experiments/results/serving_case_study.md]
 """
 
 from __future__ import annotations
@@ -49,11 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--out", default=str(ROOT / "results" / "serving_case_study.md"))
     ap.add_argument("--figure", default=str(ROOT.parent / "docs" / "figures" / "serving_case_study.png"))
-    ap.add_argument("--no-calibration", action="store_true", help="raw simulation (no ML.ENERGY correction)")
+    ap.add_argument("--cost-model", choices=("physics", "checkpoint"), default="physics",
+                    help="cost of the server's iterations: the step physics (default, as predict --serving) or the learned checkpoint")
+    ap.add_argument("--no-calibration", action="store_true", help="with --cost-model checkpoint: no ML.ENERGY correction")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     predictor = load_predictor()
-    calibration = None if args.no_calibration else shipped_calibration()
+    learned = args.cost_model == "checkpoint"
+    calibration = shipped_calibration() if learned and not args.no_calibration else None
     prompt, output, offsets = trace_lengths("conv")
     tokens = int(output.sum())
     rows = []
@@ -61,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         iso = isolated(args.model, args.gpu, count, prompt, output, predictor)
         for load, stretch in LOADS.items():
             t0 = time.perf_counter()
-            r = serve(args.model, args.gpu, Workload(prompt, output, offsets * stretch), num_gpus=count, predictor=predictor,
-                      calibration=calibration)
+            r = serve(args.model, args.gpu, Workload(prompt, output, offsets * stretch), num_gpus=count,
+                      predictor=predictor if learned else None, calibration=calibration)
             s = r.summary
             rows.append({"gpus": count, "load": load, "rate_req_s": len(prompt) / (offsets[-1] * stretch),
                          "isolated_kwh": iso["energy_j"] / 3.6e6, "isolated_kg": iso["carbon_g"] / 1000,
@@ -81,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     plot(frame, Path(args.figure), args.model)
     lines = [f"# Azure conv hour ({len(prompt):,} requests, {tokens:,} output tokens): isolated vs served, {args.model} on H100",
              "", "Command: `python experiments/serving_case_study.py`. Carbon = operational (world grid, industry PUE) + "
-             "embodied. Served: " + ("with the shipped ML.ENERGY v3 correction" if calibration else "raw simulation") + ".", "",
+             "embodied. Served: " + ("the learned checkpoint" + (" with the shipped ML.ENERGY v3 correction" if calibration else "")
+                                     if learned else "the step physics (as `predict --serving`)") + ".", "",
              "| GPUs | load | req/s | isolated kg CO2eq | served kg CO2eq | isolated / served | served J/token | mean batch | "
              "GPU busy | median TTFT | median TPOT | span (h) |",
              "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]

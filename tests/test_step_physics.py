@@ -177,6 +177,32 @@ def test_the_engine_all_reduce_cost_is_fitted_only_for_engines_that_serving_rows
     assert "collective_s" not in _engine_fields(GRAPHS, online=False)
 
 
+def test_an_online_server_pays_its_per_worker_step_cost_once_per_extra_gpu_and_offline_runs_do_not():
+    from dataclasses import replace
+
+    slow = replace(GRAPHS, serving_worker_s=5e-3)
+    fast_p, slow_p = StepParams(engines={"vllm": GRAPHS}), StepParams(engines={"vllm": slow})
+    for tp in (1, 2, 4):
+        x = step_shapes([_decode_item(tp=tp)], "decode", 8.0)
+        extra = step_cost(x, slow_p, online=True).time_s[0] - step_cost(x, fast_p, online=True).time_s[0]
+        assert extra == pytest.approx((tp - 1) * 5e-3, rel=1e-9, abs=1e-15)
+        assert step_cost(x, slow_p).time_s[0] == step_cost(x, fast_p).time_s[0]  # an offline batch run
+    # the waiting GPUs draw less: the same work spread over a longer step
+    x = step_shapes([_decode_item(tp=4)], "decode", 8.0)
+    assert step_cost(x, slow_p, online=True).power_w[0] < step_cost(x, fast_p, online=True).power_w[0]
+    raw = slow_p.to_dict()
+    assert StepParams.from_dict(raw).engine("vllm").serving_worker_s == 5e-3
+    del raw["engines"]["vllm"]["serving_worker_s"]
+    assert StepParams.from_dict(raw).engine("vllm").serving_worker_s == 0.0
+
+
+def test_the_per_worker_step_cost_is_fitted_only_for_engines_that_serving_rows_ran():
+    from llmco2.models.step_fit import _engine_fields
+
+    assert "serving_worker_s" in _engine_fields(GRAPHS, online=True)
+    assert "serving_worker_s" not in _engine_fields(GRAPHS, online=False)
+
+
 def test_a_step_file_without_power_busy_reads_as_no_busy_power():
     raw = StepParams(power_busy=0.4).to_dict()
     assert StepParams.from_dict(raw).power_busy == 0.4

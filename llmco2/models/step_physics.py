@@ -72,10 +72,12 @@ class EngineOverhead:
     cuda_graphs: bool
     serving_sequence_s: float = 0.0  # online serving only: front-end cost per sequence and step
     collective_s: float = 0.0  # the engine's own latency per tensor-parallel all-reduce, beyond the link's
+    serving_worker_s: float = 0.0  # online serving only: host cost per step for each GPU worker beyond the first
 
     def to_dict(self) -> dict[str, Any]:
         return {"step_s": self.step_s, "sequence_s": self.sequence_s, "launch_s": self.launch_s, "cuda_graphs": self.cuda_graphs,
-                "serving_sequence_s": self.serving_sequence_s, "collective_s": self.collective_s}
+                "serving_sequence_s": self.serving_sequence_s, "collective_s": self.collective_s,
+                "serving_worker_s": self.serving_worker_s}
 
 
 def catalog_overhead(engine: str) -> EngineOverhead:
@@ -115,7 +117,8 @@ class StepParams:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> StepParams:
         engines = {k: EngineOverhead(float(v["step_s"]), float(v["sequence_s"]), float(v["launch_s"]), bool(v["cuda_graphs"]),
-                                     float(v.get("serving_sequence_s", 0.0)), float(v.get("collective_s", 0.0)))
+                                     float(v.get("serving_sequence_s", 0.0)), float(v.get("collective_s", 0.0)),
+                                     float(v.get("serving_worker_s", 0.0)))
                    for k, v in raw.get("engines", {}).items()}
         return cls(**{k: float(raw[k] if k in raw or k not in OPTIONAL_PARAMS else OPTIONAL_PARAMS[k]) for k in GLOBAL_PARAMS},
                    engines=engines, source=str(raw.get("source", "")))
@@ -215,12 +218,18 @@ def _idle_of(gpus: Sequence[GPU]) -> Array:
     return np.array([seen.setdefault(id(g), idle_power_w(g)) for g in gpus], dtype=np.float64)
 
 
-def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = False) -> tuple[Array, Array, Array, NDArray[np.bool_], Array]:
-    """Per-row step, per-sequence and per-kernel host overheads (s) and whether the engine uses CUDA
-    graphs; ``online``: an online server's steps (its front end's per-sequence cost included)."""
+def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = False,
+                    num_gpus: Array | None = None) -> tuple[Array, Array, Array, NDArray[np.bool_], Array]:
+    """Per-row step, per-sequence and per-kernel host overheads (s), whether the engine uses CUDA
+    graphs and its own latency per all-reduce (s); ``online``: an online server's steps (its front
+    end's per-sequence cost included, and, given ``num_gpus``, its per-step cost for each GPU worker
+    beyond the first)."""
     table = {e: params.engine(e) for e in set(engines)}
     rows = [table[e] for e in engines]
-    return (np.array([r.step_s for r in rows]), np.array([r.sequence_s + (r.serving_sequence_s if online else 0.0) for r in rows]),
+    step = np.array([r.step_s for r in rows])
+    if online and num_gpus is not None:
+        step = step + np.array([r.serving_worker_s for r in rows]) * np.maximum(np.asarray(num_gpus, dtype=np.float64) - 1.0, 0.0)
+    return (step, np.array([r.sequence_s + (r.serving_sequence_s if online else 0.0) for r in rows]),
             np.array([r.launch_s for r in rows]), np.array([r.cuda_graphs for r in rows], dtype=bool),
             np.array([r.collective_s for r in rows]))
 
@@ -239,7 +248,7 @@ def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array
               online: bool = False) -> StepCost:
     """:class:`StepCost` of the iterations ``x`` under the constants ``p`` (see the module docstring);
     ``online``: steps of an online server (ignored where ``overheads`` are given)."""
-    step, per_seq, launch, graphs, coll = overheads if overheads is not None else overhead_arrays(x.engines, p, online)
+    step, per_seq, launch, graphs, coll = overheads if overheads is not None else overhead_arrays(x.engines, p, online, x.num_gpus)
     kernel = np.maximum(x.compute_s / p.eta_compute, x.memory_s / p.eta_memory)
     if p.eta_expert != 1.0 and np.any(x.moe):
         kernel[:, EXPERT_SLOTS] *= np.where(x.moe > 0, 1.0 / p.eta_expert, 1.0)[:, None]

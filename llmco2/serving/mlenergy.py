@@ -136,7 +136,7 @@ class ServingRows:
 
             def state(p: StepParams, sub: SteadyShapes = sub, ohs: dict = ohs):
                 if ohs.get("params") is not p:  # one evaluation per parameter set for all observables
-                    ohs["params"], ohs["state"] = p, steady_state(sub, p, overhead_arrays(sub.decode.engines, p, online=True))
+                    ohs["params"], ohs["state"] = p, steady_state(sub, p, overhead_arrays(sub.decode.engines, p, online=True, num_gpus=sub.decode.num_gpus))
                 return ohs["state"]
 
             jpt = self.rows["j_per_output_token"].to_numpy(float)[idx]

@@ -116,7 +116,7 @@ class SteadyState:
 
 def steady_state(x: SteadyShapes, params: StepParams, overheads: tuple | None = None) -> SteadyState:
     """The closed-form steady state of :class:`SteadyShapes` under ``params``."""
-    oh = overheads if overheads is not None else overhead_arrays(x.decode.engines, params, online=True)
+    oh = overheads if overheads is not None else overhead_arrays(x.decode.engines, params, online=True, num_gpus=x.decode.num_gpus)
     d = step_cost(x.decode, params, oh)
     p = step_cost(x.prefill, params, oh)
     phi = x.share
