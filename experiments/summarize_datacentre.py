@@ -17,9 +17,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-MODEL_ORDER = ("llmco2", "llmco2_physical_prior", "llmco2_tdp_prior", "gbt", "llmcarbon")
+MODEL_ORDER = ("llmco2", "llmco2_physical_prior", "llmco2_tdp_prior", "gbt", "llmcarbon", "roofline_tdp")
 LABELS = {"llmco2": "llmco2 (step-physics prior)", "llmco2_physical_prior": "llmco2, per-device prior (before)",
-          "llmco2_tdp_prior": "llmco2, TDP prior", "gbt": "gbt", "llmcarbon": "llmcarbon"}
+          "llmco2_tdp_prior": "llmco2, TDP prior", "gbt": "gbt", "llmcarbon": "llmcarbon",
+          "roofline_tdp": "roofline x TDP (nothing fitted)"}
 
 
 def _pct(x: float | None) -> str:
@@ -91,7 +92,7 @@ def figure(root: Path, out: Path, experiment: str = "lodo_datacenter") -> Path:
         raise SystemExit(f"no {experiment} runs with a held-out device under {root}")
     fig, axes = plt.subplots(1, len(devices), figsize=(4.2 * len(devices), 4.2), squeeze=False)
     colours = {"llmco2": "tab:blue", "llmco2_physical_prior": "tab:cyan", "llmco2_tdp_prior": "tab:gray", "gbt": "tab:orange",
-               "llmcarbon": "tab:red"}
+               "llmcarbon": "tab:red", "roofline_tdp": "tab:brown"}
     for ax, device in zip(axes[0], devices, strict=True):
         lo, hi = float("inf"), 0.0
         for model in reversed(MODEL_ORDER):  # llmco2 drawn last, on top

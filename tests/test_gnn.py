@@ -135,7 +135,7 @@ def test_no_hardware_view_drops_only_the_raw_catalog_numbers() -> None:
     assert not np.array_equal(v.u[0], v.u[1])  # roofline times differ between the GPUs
 
 
-@pytest.mark.parametrize("name", ["gbt", "deepen", "llmcarbon"])
+@pytest.mark.parametrize("name", ["gbt", "deepen", "llmcarbon", "roofline_tdp"])
 def test_baselines_fit_predict_round_trip(name: str, tmp_path) -> None:
     from llmco2.models.baselines import BASELINES
 
@@ -146,8 +146,29 @@ def test_baselines_fit_predict_round_trip(name: str, tmp_path) -> None:
     assert pred.shape == data.energy_j.shape and np.all(pred > 0)
     again = BASELINES[name].load(model.save(tmp_path / f"{name}.skops"))
     assert np.allclose(again.predict_rows(data), pred)
-    if name != "llmcarbon":  # learned baselines fit their training data well
+    if name not in ("llmcarbon", "roofline_tdp"):  # learned baselines fit their training data well
         assert scores(pred, data.energy_j)["mape"] < 0.2
+
+
+def test_roofline_tdp_is_the_weight_read_time_at_the_power_limit_for_batch_one_decode() -> None:
+    """Hand-computed: batch-1 decode of Llama-3.1-8B on one H100 reads its 7.50 B non-embedding
+    bf16 weights (8.03 B less the 0.525 B embedding table, of which a step reads one row) each
+    step at 3.35 TB/s, for 4.48 ms; 16 generated tokens are 15 decode steps, at 700 W."""
+    from llmco2.models.baselines import RooflineTDPPredictor
+    from llmco2.models.dataset import from_items
+    from llmco2.specs import Request, get_gpu, get_model
+
+    model = RooflineTDPPredictor()
+    model.fit(energy_data(synthetic_table(10)))
+    req = Request(batch_size=1, prompt_tokens=128, generated_tokens=16)
+    one = from_items([(get_model("llama3.1-8b"), req, get_gpu("h100-sxm"))])
+    one.phase[:] = 1  # the decode phase
+    expected = 15 * (7.50e9 * 2 / 3.35e12) * 700.0
+    assert model.predict_rows(one)[0] == pytest.approx(expected, rel=0.03)
+    two = from_items([(get_model("llama3.1-8b"), req.replace(num_gpus=2, tensor_parallel=2), get_gpu("h100-sxm"))])
+    two.phase[:] = 1
+    # two GPUs at their limit for half the read time each (plus the all-reduce bytes over NVLink)
+    assert model.predict_rows(two)[0] == pytest.approx(expected, rel=0.05)
 
 
 def test_predictions_stay_in_the_clamped_ratio_range(a100) -> None:

@@ -7,6 +7,9 @@
   tabular reference.
 * ``deepen`` — DeepEn-style random forest on per-kernel features (operations and memory bytes of
   each kernel type of the row's phase).
+* ``roofline_tdp`` — a plain roofline latency x TDP estimate, as llm-analysis and LLM-Viewer give
+  with efficiencies of 1: every kernel at the catalog peak that binds it, no overheads, every GPU
+  at its power limit. Nothing is fitted.
 * ``nnlqp`` lives in the GNN with ``feature_view="nnlqp", use_prior=False``: one phase-merged
   feature set per node and no hardware features.
 """
@@ -169,4 +172,23 @@ class LLMCarbonPredictor(_SklearnPredictor):
         return self._flops_energy(data) / self.model["efficiency"]
 
 
-BASELINES = {"gbt": GBTPredictor, "deepen": DeepEnPredictor, "llmcarbon": LLMCarbonPredictor}
+class RooflineTDPPredictor(_SklearnPredictor):
+    """``E = roofline time x TDP x GPUs`` per phase (the roofline time: each kernel at the peak
+    that binds it, compute or memory bandwidth, from the catalog). Nothing is fitted: ``fit``
+    only marks the predictor ready, so a held-out device is predicted exactly as a seen one."""
+
+    kind = "roofline_tdp"
+
+    def fit(self, train: EnergyData, val: EnergyData | None = None, progress: bool = False) -> None:
+        self.model = {"efficiency": 1.0}
+
+    def predict_rows(self, data: EnergyData) -> NDArray[np.float64]:
+        from llmco2.models.physics import PhaseInputs, PhysicsPrior, row_values
+
+        if self.model is None:
+            raise InvalidInputError("the predictor is not trained", field="checkpoint")
+        energy, _ = PhysicsPrior(mode="tdp").energy_j(PhaseInputs.build(data.items, *data.analysis()))
+        return row_values(energy, data.config, data.phase)
+
+
+BASELINES = {"gbt": GBTPredictor, "deepen": DeepEnPredictor, "llmcarbon": LLMCarbonPredictor, "roofline_tdp": RooflineTDPPredictor}
