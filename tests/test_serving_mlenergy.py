@@ -33,6 +33,25 @@ def test_serving_rows_keep_the_batch_cap_task_and_energy_per_token(shared_data, 
     assert not rows["task"].isin(["image-chat", "video-chat"]).any()
 
 
+def test_v2_rows_carry_the_average_power_their_energy_and_throughput_imply(shared_data, tmp_path):
+    """v2 publishes no power: J per output token x output tokens per s is the run's average power of
+    all its GPUs. Checked on a hand-made row and on the real file (between idle and the limits)."""
+    import pandas as pd
+
+    path = shared_data / "datacenter" / "mlenergy_v2_2024.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} is not in this copy of the shared data")
+    raw = pd.read_csv(path).iloc[:1].copy()
+    raw["energy_per_output_token_J"], raw["Token tput (tok/s)"] = 0.5, 1000.0
+    one = tmp_path / "one.csv"
+    raw.to_csv(one, index=False)
+    assert v2_rows(one)[0]["implied_power_w"].iloc[0] == pytest.approx(500.0)
+    rows, _ = v2_rows(path)
+    per_gpu = rows["implied_power_w"].to_numpy(float) / rows["num_devices"].to_numpy(float)
+    limit = np.where(rows["device"].to_numpy() == "a100-40gb", 400.0, 700.0)
+    assert np.all(per_gpu > 40.0) and np.all(per_gpu < limit)
+
+
 @pytest.mark.parametrize("task", sorted(TASK_PROMPT_TOKENS))
 def test_tasks_with_public_prompt_sets_get_their_mean_prompt(task):
     prompt, output = lengths(task, 300.0, 2000, 7, 100_000)

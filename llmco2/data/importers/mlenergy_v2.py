@@ -102,7 +102,7 @@ def _dir_suffix(model_dir: str, model: str) -> str | None:
 
 
 SERVING_COLUMNS = {"task": "task", "file_bs": "max_batch", "energy_per_output_token_J": "j_per_output_token",
-                   "Avg TPOT (s)": "avg_tpot_s", "Max BS (reqs)": "max_batch_seen"}
+                   "Avg TPOT (s)": "avg_tpot_s", "Max BS (reqs)": "max_batch_seen", "Token tput (tok/s)": "token_tput_per_s"}
 
 
 def serving_rows(path: Path) -> tuple[pd.DataFrame, dict[str, int]]:
@@ -110,9 +110,13 @@ def serving_rows(path: Path) -> tuple[pd.DataFrame, dict[str, int]]:
     (``max_batch`` = the configured maximum batch ``file_bs`` times PP: with pipeline parallelism
     the file's cap is per stage, and the server holds PP micro-batches, as its ``Max BS`` shows),
     task (``chat`` = ShareGPT conversations, ``code``), J per output token (steady state), mean
-    time per output token (s) and the largest batch seen. Also returns the import's drop counts by
+    time per output token (s), the largest batch seen, output tokens per second, and the run's
+    average power of all its GPUs implied by the two (``implied_power_w`` = J per output token x
+    output tokens per s, W; v2 publishes no power). Also returns the import's drop counts by
     reason."""
     result = import_mlenergy_v2(path)
     out = with_source_columns(result, Path(path), SERVING_COLUMNS)
+    out["implied_power_w"] = (pd.to_numeric(out["j_per_output_token"], errors="coerce")
+                              * pd.to_numeric(out["token_tput_per_s"], errors="coerce"))
     out["max_batch"] = out["max_batch"].to_numpy(dtype=np.int64) * out["pipeline_parallel"].to_numpy(dtype=np.int64)
     return out, dict(result.dropped)
