@@ -69,7 +69,7 @@ def predictions(sr: ServingRows, p: StepParams, idx: np.ndarray) -> pd.DataFrame
 def measured(rows: pd.DataFrame) -> pd.DataFrame:
     v3 = (rows["release"] == "v3").to_numpy()
     itl = pd.to_numeric(rows.get("median_itl_ms"), errors="coerce").to_numpy(float) * 1e-3
-    tpot = pd.to_numeric(rows.get("avg_tpot_s"), errors="coerce").to_numpy(float)
+    tpot = pd.to_numeric(rows.get("round_time_s"), errors="coerce").to_numpy(float)
     return pd.DataFrame({"j": rows["j_per_output_token"].to_numpy(float), "latency": np.where(v3, itl, tpot),
                          "power": measured_power(rows)}, index=rows.index)
 
@@ -244,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             f"import drops: {dropped}; not buildable: {len(sr.skipped)}.", "",
             "`python experiments/serving_physics.py` (deterministic: no random seed enters the fit; lengths are "
             "drawn from the Azure traces with the row's own seed).", "", *table(mixed, splits), "",
-            "Latency: v2 mean time per output token, v3 median inter-token latency; power: v3 measured, v2 implied "
-            "(J per output token x output tokens per s; never fitted on).", "",
+            "Latency: v2 mean time per decode round (mean batch / output tokens per s), v3 median inter-token latency; "
+            "power: v3 measured, v2 implied (J per output token x output tokens per s; never fitted on).", "",
             "## v3 H100 leave one model out, per family (J/token MdAPE)", "",
             "| family | rows | MdAPE |", "|---|---|---|",
             *[f"| {f} | {len(g)} | {g.ape.median():.1f}% |" for f, g in fam.groupby("family")], "",

@@ -33,9 +33,10 @@ def test_serving_rows_keep_the_batch_cap_task_and_energy_per_token(shared_data, 
     assert not rows["task"].isin(["image-chat", "video-chat"]).any()
 
 
-def test_v2_rows_carry_the_average_power_their_energy_and_throughput_imply(shared_data, tmp_path):
+def test_v2_rows_carry_the_average_power_and_round_time_their_totals_imply(shared_data, tmp_path):
     """v2 publishes no power: J per output token x output tokens per s is the run's average power of
-    all its GPUs. Checked on a hand-made row and on the real file (between idle and the limits)."""
+    all its GPUs, and mean batch / output tokens per s its time per decode round. Checked on a
+    hand-made row and on the real file (power between idle and the limits)."""
     import pandas as pd
 
     path = shared_data / "datacenter" / "mlenergy_v2_2024.csv"
@@ -46,6 +47,8 @@ def test_v2_rows_carry_the_average_power_their_energy_and_throughput_imply(share
     one = tmp_path / "one.csv"
     raw.to_csv(one, index=False)
     assert v2_rows(one)[0]["implied_power_w"].iloc[0] == pytest.approx(500.0)
+    # the mean time per decode round: every running request gets one token a round
+    assert v2_rows(one)[0]["round_time_s"].iloc[0] == pytest.approx(float(raw["Avg BS (reqs)"].iloc[0]) / 1000.0)
     rows, _ = v2_rows(path)
     per_gpu = rows["implied_power_w"].to_numpy(float) / rows["num_devices"].to_numpy(float)
     limit = np.where(rows["device"].to_numpy() == "a100-40gb", 400.0, 700.0)

@@ -10,9 +10,11 @@ task's own prompt set where that is known (:data:`TASK_PROMPT_TOKENS`); output l
 trace's output distribution rescaled to the row's published mean output length. Whole prefills for
 V0 (the v2 servers ran ``--enable-chunked-prefill False``), chunked prefill for V1.
 
-Observables: J per output token (every row); v2 the mean time per output token (``avg_tpot_s``);
-v3 the median inter-token latency (``median_itl_ms``) and the average power of all GPUs
-(``avg_power_w``).
+Observables: J per output token (every row); v2 the mean time per decode round (``round_time_s``:
+mean running batch / output tokens per s, from the run's totals as its J per output token is; its
+per-request mean time per output token, ``avg_tpot_s``, is up to 1.6x shorter at large batch caps
+and cannot be fitted together with the J per token of the same run); v3 the median inter-token
+latency (``median_itl_ms``) and the average power of all GPUs (``avg_power_w``).
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ class ServingRows:
 
             jpt = self.rows["j_per_output_token"].to_numpy(float)[idx]
             out.append(Observation(f"{prefix}{rel} J/token", jpt, lambda p, s=state: s(p).j_per_output_token))
-            for col, scale, attr in (("avg_tpot_s", 1.0, "tpot_s"), ("median_itl_ms", 1e-3, "itl_median_s"),
+            for col, scale, attr in (("round_time_s", 1.0, "tpot_s"), ("median_itl_ms", 1e-3, "itl_median_s"),
                                      ("avg_power_w", 1.0, "power_w")):
                 if col not in self.rows:
                     continue

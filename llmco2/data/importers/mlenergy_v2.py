@@ -110,13 +110,17 @@ def serving_rows(path: Path) -> tuple[pd.DataFrame, dict[str, int]]:
     (``max_batch`` = the configured maximum batch ``file_bs`` times PP: with pipeline parallelism
     the file's cap is per stage, and the server holds PP micro-batches, as its ``Max BS`` shows),
     task (``chat`` = ShareGPT conversations, ``code``), J per output token (steady state), mean
-    time per output token (s), the largest batch seen, output tokens per second, and the run's
-    average power of all its GPUs implied by the two (``implied_power_w`` = J per output token x
-    output tokens per s, W; v2 publishes no power). Also returns the import's drop counts by
-    reason."""
+    time per output token (s), the largest batch seen, output tokens per second, the run's average
+    power of all its GPUs (``implied_power_w`` = J per output token x output tokens per s, W; v2
+    publishes no power) and its mean time per decode round (``round_time_s`` = mean running batch /
+    output tokens per s: every running request gets one token a round). Both come from the run's
+    totals, as J per output token does; ``Avg TPOT`` is a mean over requests of their own decode
+    time per token, up to 1.6x shorter than the round at large batch caps. Also returns the
+    import's drop counts by reason."""
     result = import_mlenergy_v2(path)
     out = with_source_columns(result, Path(path), SERVING_COLUMNS)
-    out["implied_power_w"] = (pd.to_numeric(out["j_per_output_token"], errors="coerce")
-                              * pd.to_numeric(out["token_tput_per_s"], errors="coerce"))
+    tput = pd.to_numeric(out["token_tput_per_s"], errors="coerce")
+    out["implied_power_w"] = pd.to_numeric(out["j_per_output_token"], errors="coerce") * tput
+    out["round_time_s"] = pd.to_numeric(out["batch_size"], errors="coerce") / tput
     out["max_batch"] = out["max_batch"].to_numpy(dtype=np.int64) * out["pipeline_parallel"].to_numpy(dtype=np.int64)
     return out, dict(result.dropped)
