@@ -16,7 +16,7 @@ done
 # llmco2 over three seeds (mean and range in the tables), the other predictors once
 "$PY" -m llmco2.models.experiment +experiment=lodo_datacenter model=llmco2 seed=0,1,2 \
   hydra.sweep.dir="${OUT}_datacentre/lodo_datacenter" hydra.sweep.subdir='${name}-seed${seed}'
-"$PY" -m llmco2.models.experiment +experiment=lodo_datacenter model=llmco2_physical_prior,llmco2_tdp_prior,gbt,llmcarbon \
+"$PY" -m llmco2.models.experiment +experiment=lodo_datacenter model=llmco2_physical_prior,llmco2_tdp_prior,gbt,llmcarbon,roofline_tdp \
   hydra.sweep.dir="${OUT}_datacentre/lodo_datacenter" hydra.sweep.subdir='${name}-seed${seed}'
 "$PY" -m llmco2.models.experiment +experiment=leave_engine_out \
   hydra.sweep.dir="${OUT}_datacentre/leave_engine_out" hydra.sweep.subdir='${name}-seed${seed}'
