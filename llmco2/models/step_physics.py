@@ -19,7 +19,9 @@ embedding / final norm / LM head:
   ``t = max(t_gpu, kernels x launch) + step + seqs x per_sequence`` (the engine's overheads, s);
   an online server (requests arriving over HTTP, tokens streamed back) adds its front end's cost
   per sequence and step where the engine runs it in the step loop (``serving_sequence``: output
-  processing, incremental detokenisation and streaming), zero in an offline batch run;
+  processing, incremental detokenisation and streaming), zero in an offline batch run, and a cost
+  per step for each GPU worker beyond the first (``serving_worker``: the driver hands each step to
+  every worker process), also zero offline;
 * power per GPU: ``min(limit, idle + (limit - idle) x clip(base + a_c x u_c + a_m x u_m + a_b x u_b, 0, 1)
   + e_b x bytes / t)`` with ``u_c = sum C_k / t`` and ``u_m = sum M_k / t`` the shares of the step that the
   arithmetic units and the memory system would be busy at their peaks, ``u_b = sum t_k / t`` (kernel
