@@ -170,11 +170,12 @@ def test_an_engine_all_reduce_cost_adds_per_collective_and_only_with_tensor_para
     assert StepParams.from_dict(raw).engine("vllm").collective_s == 0.0
 
 
-def test_the_engine_all_reduce_cost_is_fitted_only_for_engines_that_serving_rows_ran():
+@pytest.mark.parametrize("field", ["collective_s", "serving_worker_s"])
+def test_online_engine_costs_are_fitted_only_for_engines_that_serving_rows_ran(field: str):
     from llmco2.models.step_fit import _engine_fields
 
-    assert "collective_s" in _engine_fields(GRAPHS, online=True)
-    assert "collective_s" not in _engine_fields(GRAPHS, online=False)
+    assert field in _engine_fields(GRAPHS, online=True)
+    assert field not in _engine_fields(GRAPHS, online=False)
 
 
 def test_an_online_server_pays_its_per_worker_step_cost_once_per_extra_gpu_and_offline_runs_do_not():
@@ -194,13 +195,6 @@ def test_an_online_server_pays_its_per_worker_step_cost_once_per_extra_gpu_and_o
     assert StepParams.from_dict(raw).engine("vllm").serving_worker_s == 5e-3
     del raw["engines"]["vllm"]["serving_worker_s"]
     assert StepParams.from_dict(raw).engine("vllm").serving_worker_s == 0.0
-
-
-def test_the_per_worker_step_cost_is_fitted_only_for_engines_that_serving_rows_ran():
-    from llmco2.models.step_fit import _engine_fields
-
-    assert "serving_worker_s" in _engine_fields(GRAPHS, online=True)
-    assert "serving_worker_s" not in _engine_fields(GRAPHS, online=False)
 
 
 def test_a_step_file_without_power_busy_reads_as_no_busy_power():
