@@ -5,7 +5,8 @@ equivalence tests of the optimised paths (:mod:`tests.test_serving_fast`).
 time and charges every member of every event its share directly (arrays over requests, no lazy
 settlement); each decode run is costed with :meth:`IterationCost.decode` on all of its contexts.
 :class:`ArrayGridCost` costs prefills and mixed iterations of a :class:`GridCostModel` through its
-array interpolation (``_lookup``) instead of its cached power-law rows.
+array interpolation (``_lookup``) instead of its cached power-law rows (a grid without merged-step
+work: a mixed iteration is the prefill plus the decode step's cost beyond one sequence's first step).
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ class ArrayGridCost:
         return self.grid.decode(batch, context)
 
     def mixed(self, num_seqs: int, tokens: int, decode_batch: int, context: float) -> tuple[float, float]:
-        e, t = self.prefill(num_seqs + decode_batch, tokens + decode_batch)
+        e, t = self.prefill(num_seqs, tokens)
         if decode_batch:
-            de, dt = self.decode(decode_batch, np.array([context, self.grid.contexts[0]]))
-            e += max(de[0] - de[1], 0.0)
-            t += max(dt[0] - dt[1], 0.0)
+            de, dt = self.decode(decode_batch, np.array([context]))
+            de1, dt1 = self.decode(1, np.array([self.grid.contexts[0]]))
+            e += max(de[0] - de1[0], 0.0)
+            t += max(dt[0] - dt1[0], 0.0)
         return e, t
 
 

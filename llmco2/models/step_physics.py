@@ -42,7 +42,7 @@ entry, never from a median of fitted per-GPU constants.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -250,19 +250,67 @@ def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array
               online: bool = False) -> StepCost:
     """:class:`StepCost` of the iterations ``x`` under the constants ``p`` (see the module docstring);
     ``online``: steps of an online server (ignored where ``overheads`` are given)."""
-    step, per_seq, launch, graphs, coll = overheads if overheads is not None else overhead_arrays(x.engines, p, online, x.num_gpus)
-    kernel = np.maximum(x.compute_s / p.eta_compute, x.memory_s / p.eta_memory)
-    if p.eta_expert != 1.0 and np.any(x.moe):
-        kernel[:, EXPERT_SLOTS] *= np.where(x.moe > 0, 1.0 / p.eta_expert, 1.0)[:, None]
-    kernel_s = kernel.sum(axis=1)
-    t_gpu = (kernel_s + p.kernel_gap_s * x.kernels + x.collectives * (p.collective_s + coll) + x.network_s.sum(axis=1) / p.eta_network)
-    t_host = np.where(graphs, 0.0, x.kernels * launch)
-    t = np.maximum(t_gpu, t_host) + step + per_seq * x.sequences
-    u_c = x.compute_s.sum(axis=1) / t
-    u_m = x.memory_s.sum(axis=1) / t
-    busy = np.minimum(kernel_s / t, 1.0)
-    level = np.clip(p.power_base + p.power_compute * u_c + p.power_memory * u_m + p.power_busy * busy, 0.0, 1.0)
-    moving_w = p.memory_pj_per_byte * 1e-12 * u_m * x.mem_bw_bytes_per_s
-    power = x.num_gpus * np.minimum(x.idle_w + (x.tdp_w - x.idle_w) * level + moving_w, x.tdp_w)
-    return StepCost(t, power * t, power, t_gpu)
+    oh = overheads if overheads is not None else overhead_arrays(x.engines, p, online, x.num_gpus)
+    kernel_s = kernel_seconds(x.compute_s, x.memory_s, x.moe, p).sum(axis=1)
+    sums = WorkSums(kernel_s, x.compute_s.sum(axis=1), x.memory_s.sum(axis=1), x.network_s.sum(axis=1), x.kernels,
+                    x.collectives, x.sequences)
+    t, power = time_and_power(sums, x, p, oh)
+    return StepCost(t, power * t, power, sums.gpu_time_s(p, oh[4]))
 
+
+def kernel_seconds(compute_s: Array, memory_s: Array, moe: Array, p: StepParams) -> Array:
+    """Time of each kernel slot (s, ``[n, slots]``): the binding peak at its achieved fraction
+    (``eta_compute`` / ``eta_memory``; expert matrices of MoE rows also at ``eta_expert``)."""
+    kernel = np.maximum(compute_s / p.eta_compute, memory_s / p.eta_memory)
+    if p.eta_expert != 1.0 and np.any(moe):
+        kernel[:, EXPERT_SLOTS] *= np.where(moe > 0, 1.0 / p.eta_expert, 1.0)[:, None]
+    return kernel
+
+
+@dataclass(frozen=True)
+class WorkSums:
+    """Per step (arrays over steps, or floats for one): kernel time (s), compute, memory and network
+    work at the peaks (s), kernels launched, all-reduces and sequences."""
+
+    kernel_s: Any
+    compute_s: Any
+    memory_s: Any
+    network_s: Any
+    kernels: Any
+    collectives: Any
+    sequences: Any
+
+    def gpu_time_s(self, p: StepParams, engine_collective_s: Any) -> Any:
+        """GPU-side time of the step (s): kernels, their gaps, all-reduce latencies and network transfers."""
+        return (self.kernel_s + p.kernel_gap_s * self.kernels + self.collectives * (p.collective_s + engine_collective_s)
+                + self.network_s / p.eta_network)
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """The element-wise maximum and minimum :func:`time_and_power` uses: NumPy's for arrays of steps,
+    Python's for one step held as floats (the same values, without NumPy's per-call cost)."""
+
+    maximum: Callable[[Any, Any], Any]
+    minimum: Callable[[Any, Any], Any]
+
+
+ARRAYS = Elementwise(np.maximum, np.minimum)
+FLOATS = Elementwise(max, min)
+
+
+def time_and_power(w: WorkSums, hw: Any, p: StepParams, overheads: tuple, ops: Elementwise = ARRAYS) -> tuple[Any, Any]:
+    """Latency (s) and power of all GPUs (W) of steps with work ``w`` on hardware ``hw`` (anything with
+    ``num_gpus``, ``tdp_w``, ``idle_w`` and ``mem_bw_bytes_per_s``: arrays over steps, or floats with
+    ``ops=FLOATS``), under host ``overheads`` (:func:`overhead_arrays`, or its five values for one step)."""
+    step, per_seq, launch, graphs, coll = overheads
+    t_gpu = w.gpu_time_s(p, coll)
+    t_host = w.kernels * launch * (1.0 - graphs)  # CUDA graphs: no host launches to wait for
+    t = ops.maximum(t_gpu, t_host) + step + per_seq * w.sequences
+    u_c = w.compute_s / t
+    u_m = w.memory_s / t
+    busy = ops.minimum(w.kernel_s / t, 1.0)
+    level = ops.minimum(ops.maximum(p.power_base + p.power_compute * u_c + p.power_memory * u_m + p.power_busy * busy, 0.0), 1.0)
+    moving_w = p.memory_pj_per_byte * 1e-12 * u_m * hw.mem_bw_bytes_per_s
+    power = hw.num_gpus * ops.minimum(hw.idle_w + (hw.tdp_w - hw.idle_w) * level + moving_w, hw.tdp_w)
+    return t, power

@@ -11,9 +11,12 @@ iterations never calls the predictor again.
 * One decode step of ``B`` sequences at mean context ``c``: the predicted decode phase of a
   request with batch ``B``, prompt ``c`` and ``DECODE_PROBE + 1`` generated tokens, divided by its
   ``DECODE_PROBE`` steps (so the step sits at mean context ``c + DECODE_PROBE / 2``).
-* A mixed (chunked-prefill) iteration runs the decode tokens as one-token sequences of the same
-  forward pass: the prefill of ``n + B`` sequences over ``P + B`` tokens, plus the context-
-  dependent part of the decode step (its attention over the KV cache).
+* A mixed (chunked-prefill) iteration of a prefill chunk and ``B`` decode sequences is, with the
+  step physics (:meth:`GridCostModel.from_physics`), the merged step of the two
+  (:class:`~llmco2.serving.merged_steps.MergedStepCost`: their work with the weights streamed once);
+  with a learned predictor, whose grid holds whole phases only, the prefill plus what the decode
+  step of ``B`` sequences at its context costs beyond one sequence's step at the first context
+  (the weights and the step's fixed costs are paid once).
 
 Every iteration is held between idle power x latency (a busy GPU draws at least its idle power)
 and TDP x latency (the predictors' footprint already bounds latency by energy / TDP).
@@ -32,6 +35,7 @@ from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
 from llmco2.serving.grid_rows import PowerRow, power_row
+from llmco2.serving.merged_steps import MergedStepCost
 from llmco2.specs import GPU, ModelArch, Request
 
 log = logging.getLogger(__name__)
@@ -128,6 +132,8 @@ class GridCostModel:
     iteration's energy (1.0 by default). ``decode_time_coef`` (a latency calibration, see
     :mod:`llmco2.serving.calibration`) multiplies decode-step latency by
     exp(c . [1, log B, log G, log B x log G]) at batch B (held within ``batch_range``) on G = ``num_gpus`` GPUs.
+    ``merged`` (the step physics' work on a grid) costs mixed iterations as merged steps; without
+    it (a learned predictor's grid) they are a prefill plus a decode step's marginal cost.
 
     Scalar costs (:meth:`prefill`, :meth:`mixed`, :meth:`decode_run`) go through one
     :class:`~llmco2.serving.grid_rows.PowerRow` per (table, batch), built on first use and kept
@@ -146,6 +152,7 @@ class GridCostModel:
     num_gpus: int = 1
     decode_time_coef: tuple[float, ...] | None = None
     batch_range: tuple[float, float] = (1.0, 4096.0)
+    merged: MergedStepCost | None = None
 
     def __post_init__(self) -> None:
         self._lb, self._lc = np.log(self.batches), np.log(self.contexts)
@@ -209,7 +216,8 @@ class GridCostModel:
         if idle_w is None:
             idle_w = idle_power_w(gpu, request.num_gpus)[0]
         return cls(np.array(BATCH_GRID, float), np.array(contexts, float), p.energy_j.reshape(shape), p.time_s.reshape(shape),
-                   d.energy_j.reshape(shape), d.time_s.reshape(shape), idle_w, gpu.tdp_w * request.num_gpus, energy_scale)
+                   d.energy_j.reshape(shape), d.time_s.reshape(shape), idle_w, gpu.tdp_w * request.num_gpus, energy_scale,
+                   merged=MergedStepCost.build(arch, gpu, request, params, DECODE_PROBE))
 
     def _lookup(self, table: str, batch: float, context: Array) -> tuple[Array, Array]:
         """Interpolated (J, s) at one batch size and many contexts (held at the grid's edges)."""
@@ -249,13 +257,15 @@ class GridCostModel:
         return self._row("decode", int(batch)).run(context, steps, limit)
 
     def mixed(self, num_seqs: int, tokens: int, decode_batch: int, context: float) -> tuple[float, float]:
-        """Energy (J) and latency (s) of a prefill mixed with one decode token of ``decode_batch``
-        sequences at mean context ``context`` (tokens)."""
-        e, t = self.prefill(num_seqs + decode_batch, tokens + decode_batch)
+        """Energy (J) and latency (s) of a prefill of ``tokens`` tokens over ``num_seqs`` sequences mixed
+        with one decode token of ``decode_batch`` sequences at mean context ``context`` (tokens)."""
+        if self.merged is not None:
+            e, t = self.merged.mixed(num_seqs, tokens, decode_batch, context)
+            return e * self.energy_scale, t
+        e, t = self.prefill(num_seqs, tokens)
         if decode_batch:
-            row = self._row("decode", int(decode_batch))
-            de, dt = row.at(context)
-            de0, dt0 = row.first  # the context-independent part of the step
-            e += max(de - de0, 0.0)
-            t += max(dt - dt0, 0.0)
+            de, dt = self._row("decode", int(decode_batch)).at(context)
+            de1, dt1 = self._row("decode", 1).first  # one sequence's step: the weights and fixed costs, paid once
+            e += max(de - de1, 0.0)
+            t += max(dt - dt1, 0.0)
         return e, t
