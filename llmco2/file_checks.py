@@ -79,3 +79,24 @@ def check_output_folder(path: str | Path, field: str = "--out") -> Path:
         raise InvalidInputError(f"cannot write {p}: {existing} is a file, not a folder", field=field)
     check_output_path(existing / "probe", field)
     return p
+
+
+def same_path(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` name the same file or folder (through links, ``..`` or another spelling)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_not_an_input(out: str | Path, inputs: dict[str, str | Path], field: str = "--out") -> None:
+    """Refuse an output that would overwrite one of the command's inputs (``inputs``: option name ->
+    path that exists): the same file, a folder that holds an input file, or an input folder itself."""
+    o = Path(out)
+    for name, path in inputs.items():
+        p = Path(path)
+        if same_path(o, p):
+            raise InvalidInputError(f"cannot write {o}: it is the {name} input, which this command reads; give another "
+                                    f"{field}", field=field)
+        if o.is_dir() and p.is_file() and os.path.realpath(p).startswith(os.path.realpath(o) + os.sep):
+            raise InvalidInputError(f"cannot write in {o}: it holds the {name} input {p}; give another {field}", field=field)

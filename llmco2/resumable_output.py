@@ -4,8 +4,9 @@ A :class:`ResumableOutput` for ``DIR/NAME`` keeps two hidden files beside it whi
 
 * ``DIR/.NAME.partial``: the bytes of every chunk committed so far (the output itself for text
   formats; Arrow IPC messages that are turned into the final file at the end for Parquet);
-* ``DIR/.NAME.partial.json``: the manifest: the fingerprint of the run (input file, options,
-  checkpoint, chunk size) and how many chunks, rows and bytes are committed.
+* ``DIR/.NAME.partial.json``: the manifest: the fingerprint of the run (input file and checkpoint,
+  each by a digest of its contents; options, chunk size) and how many chunks, rows and bytes are
+  committed.
 
 A chunk is committed by appending its bytes, flushing them to disk, then replacing the manifest
 atomically; a run killed at any point (SIGKILL included) leaves a manifest that describes a prefix
@@ -18,6 +19,7 @@ is locked (``flock``), so two runs never write the same output.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -34,11 +36,25 @@ log = logging.getLogger(__name__)
 MANIFEST_VERSION = 1
 
 
+#: Bytes read at a time when a file's contents are hashed.
+DIGEST_BLOCK_BYTES = 1 << 20
+
+
+def content_digest(path: str | Path) -> str:
+    """BLAKE2b digest (hex, 32 bytes) of a file's contents, read in blocks of
+    :data:`DIGEST_BLOCK_BYTES` (about 1 GB/s: a 50 MB request log in about 0.05 s)."""
+    h = hashlib.blake2b(digest_size=32)
+    with open(path, "rb") as fh:
+        while block := fh.read(DIGEST_BLOCK_BYTES):
+            h.update(block)
+    return h.hexdigest()
+
+
 def file_identity(path: str | Path) -> dict[str, Any]:
-    """What identifies the contents of a file cheaply: resolved path, size and modification time."""
+    """What identifies a file for a resumed run: its resolved path, size and the digest of its
+    contents (a file replaced by another of the same size and time stamp is told apart)."""
     p = Path(path)
-    st = p.stat()
-    return {"path": str(p.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return {"path": str(p.resolve()), "size": p.stat().st_size, "blake2b": content_digest(p)}
 
 
 def _lock(fd: int, out: Path) -> None:
@@ -89,7 +105,8 @@ class ResumableOutput:
             self.counts = {str(k): int(v) for k, v in state.get("counts", {}).items()}
             log.info("resuming %s after %d rows (%d chunks) of an interrupted run", self.out, self.rows, self.chunks)
         elif state is not None or size:
-            log.info("removing the partial output an earlier run with other input or options left for %s", self.out)
+            log.warning("removing the partial output that an earlier run left for %s: its input file (contents), "
+                        "checkpoint or options differ from this run's; starting afresh", self.out)
         self._fh.truncate(self._bytes)
         self._fh.seek(self._bytes)
         if not self.chunks:

@@ -119,7 +119,7 @@ def test_output_paths_are_checked_before_the_work(tmp_path: Path, capsys) -> Non
         for path, reason in _output_cases(tmp_path, suffix):
             for argv in argvs:
                 _refused([*argv, "--out", path], capsys, f"cannot write {path}", reason)
-    _refused(["predict", "--requests", str(src), "--out", str(src)], capsys, "it is the --requests file")
+    _refused(["predict", "--requests", str(src), "--out", str(src)], capsys, "it is the --requests input")
     _refused(["report", "case-studies", "--gpu", "a100-80gb", "--out", str(src)], capsys, "is a file, not a folder")
 
 

@@ -182,3 +182,27 @@ def test_sigkill_leftovers_are_reused(checkpoint: Path, tmp_path: Path) -> None:
     reference.parent.mkdir()
     assert subprocess.run([*cmd[:-4], "--out", str(reference), *cmd[-2:]], env=env, timeout=120).returncode == 0
     assert out.read_bytes() == reference.read_bytes() and _hidden(tmp_path) == []
+
+
+def test_an_input_replaced_by_one_of_the_same_size_and_time_is_not_resumed(requests_file: Path, checkpoint: Path,
+                                                                            tmp_path: Path, capsys, monkeypatch) -> None:
+    """The fingerprint holds a digest of the input's contents, not its size and time stamp."""
+    monkeypatch.setattr(rf, "CHUNK_ROWS", 2)
+    out = tmp_path / "pred.csv"
+    with monkeypatch.context() as m:
+        _stop_at_call(m, 3, _raise_interrupt)
+        assert _predict(requests_file, out, checkpoint, capsys)[0] == 130
+    before = requests_file.stat()
+    lines = requests_file.read_text().splitlines()
+    lines[1:] = lines[:0:-1]  # the same rows (and bytes) in another order
+    assert lines != requests_file.read_text().splitlines()
+    requests_file.write_text("\n".join(lines) + "\n")
+    os.utime(requests_file, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = requests_file.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    code, _, err = _predict(requests_file, out, checkpoint, capsys)
+    assert code == 0 and "interrupted run" not in err, err
+    reference = tmp_path / "ref" / "pred.csv"
+    reference.parent.mkdir()
+    assert _predict(requests_file, reference, checkpoint, capsys)[0] == 0
+    assert out.read_bytes() == reference.read_bytes() and _hidden(tmp_path) == []

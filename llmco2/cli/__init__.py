@@ -14,7 +14,7 @@ from typing import NoReturn
 
 from llmco2 import __version__
 from llmco2.cli import analyze, checkpoint, data, measure, predict, report, sample
-from llmco2.cli.boundary import check_combinations, check_values
+from llmco2.cli.boundary import check_combinations, check_outputs_are_not_inputs, check_values
 from llmco2.cli.common import EXIT_USAGE, Parser
 from llmco2.errors import Interrupted, InvalidInputError
 
@@ -41,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_values(args)
         check_combinations(args)
+        check_outputs_are_not_inputs(args)
         return handler(args)
     except Interrupted as exc:
         sys.stderr.write(f"llmco2: {exc}\n")

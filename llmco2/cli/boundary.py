@@ -6,7 +6,10 @@
   (:data:`IGNORED_WITH_REQUESTS`, ``--out`` on a single request);
 * input files: missing, a directory or not a regular file (``/dev/zero``) are named as such;
 * output paths: ``cannot write PATH: reason`` (a directory, a file used as a folder, a folder that
-  does not exist or cannot be written) before anything is computed.
+  does not exist or cannot be written) before anything is computed;
+* no output may overwrite an input: an output option (:data:`OUTPUT_OPTIONS`) that names the same
+  file as any other option's existing file or folder (requests, checkpoint, config.json, hourly
+  intensity file, import source, ...) is refused before anything is read or written.
 
 Every failure is an :class:`~llmco2.errors.InvalidInputError`: exit code 2 and one line.
 """
@@ -18,10 +21,10 @@ import logging
 import math
 
 from llmco2.errors import InvalidInputError
-from llmco2.file_checks import check_input_file, check_output_path
+from llmco2.file_checks import check_input_file, check_not_an_input, check_output_path
 from llmco2.specs.limits import MAX_EXACT_INT
 
-__all__ = ["check_combinations", "check_input_file", "check_output_path", "check_values"]
+__all__ = ["check_combinations", "check_input_file", "check_output_path", "check_outputs_are_not_inputs", "check_values"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,10 @@ _NOT_OPTIONS = ("command", "what")
 IGNORED_WITH_REQUESTS = {"model": None, "gpu": None, "gpus": None, "tp": None, "batch_size": None, "prompt_tokens": None,
                          "gen_tokens": None, "json": False, "serving": False, "concurrency": None, "rate": None,
                          "timestamp": None}
+
+
+#: Options that name files or folders a command writes.
+OUTPUT_OPTIONS = ("out", "csv")
 
 
 def option_name(dest: str) -> str:
@@ -67,3 +74,22 @@ def check_combinations(args: argparse.Namespace) -> None:
         elif getattr(args, "out", None) is not None:
             raise InvalidInputError("only applies with --requests FILE; a single request prints its prediction "
                                     "(--json for a machine-readable copy)", field="--out")
+
+
+def check_outputs_are_not_inputs(args: argparse.Namespace) -> None:
+    """No output option names an input: every other option whose text is an existing file or folder
+    is read by the command (``--requests``, ``--checkpoint``, ``--model config.json``,
+    ``--intensity-file``, the source of ``data import``, ``--configs`` ...)."""
+    import os
+
+    inputs = {}
+    for dest, value in vars(args).items():
+        if dest in _NOT_OPTIONS or dest in OUTPUT_OPTIONS or not isinstance(value, str) or not value:
+            continue
+        if os.path.exists(value):
+            inputs[option_name(dest) if dest != "path" else "source"] = value
+    for dest in OUTPUT_OPTIONS:
+        out = getattr(args, dest, None)
+        if isinstance(out, str) and out:
+            check_not_an_input(out, inputs, option_name(dest) if dest != "out" or args.command not in ("data", "report")
+                               else "-o/--out")

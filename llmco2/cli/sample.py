@@ -71,7 +71,10 @@ def cmd_sample(args: argparse.Namespace) -> int:
         params["max_prompt"] = int(max(t["prompt_tokens"].max() for t in traces))
         params["max_generated"] = int(max(t["generated_tokens"].max() for t in traces))
         sampler = sampling.RandomSampler(**params)
-    rows = _write_blocks(sampler.sample_blocks(args.n, seed=args.seed), out)
+    from llmco2.cli.prediction_chunks import terminate_as_interrupt
+
+    with terminate_as_interrupt():  # SIGTERM stops like Ctrl-C: exit 143, the temporary file removed
+        rows = _write_blocks(sampler.sample_blocks(args.n, seed=args.seed), out)
     report = getattr(sampler, "last_report", None)
     dropped = f"; {report}" if report is not None and str(report) else ""
     sys.stderr.write(f"wrote {rows} {args.strategy} configurations to {out} in {time.perf_counter() - start:.2f} s{dropped}\n")
