@@ -12,7 +12,7 @@ from llmco2.specs.engines import (
     engine_levels,
     get_engine,
 )
-from llmco2.specs.gpus import GPU, get_gpu, gpu_catalog
+from llmco2.specs.gpus import GPU, device_class, get_gpu, gpu_catalog, static_power_w
 from llmco2.specs.hf_config import arch_from_hf_config, get_model, load_hf_config
 from llmco2.specs.models import ModelArch, model_catalog
 from llmco2.specs.requests import Request, validate_request
@@ -28,6 +28,7 @@ __all__ = [
     "Request",
     "arch_from_hf_config",
     "canonical_dtype",
+    "device_class",
     "dtype_bytes",
     "engine_catalog",
     "engine_level_index",
@@ -40,5 +41,6 @@ __all__ = [
     "gpu_catalog",
     "load_hf_config",
     "model_catalog",
+    "static_power_w",
     "validate_request",
 ]

@@ -4,11 +4,19 @@ Every number in the data file carries a source (``[gpu.sources]``). Peaks are **
 (no 2:4 structured sparsity). The LLMCO2 paper's Table 2 mixes sparse and dense figures
 (its A100 "FP16 624" and H100 "FP16 1979" are FP16 *with sparsity*); those values are kept
 verbatim in :attr:`GPU.paper_table2` for reference and are never used in computation.
+
+Power fields: ``tdp_w`` is the GPU's own power limit (what its power cap governs; the figure power is capped
+at). Where a package carries more than the GPU (a superchip with a CPU and its memory), ``module_power_w``
+holds the whole-module figure and ``power_scope`` says what each figure covers. ``idle_power_w`` is a
+sourced idle reading (its source string starts with the kind of idle); :func:`static_power_w` returns it, or a
+fallback that never depends on the power limit (:data:`STATIC_POWER_FALLBACK_W`).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import statistics
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
@@ -19,13 +27,25 @@ from llmco2.specs.dtypes import DTYPE_BYTES, canonical_dtype
 from llmco2.specs.lookup import Catalog, close_matches
 from llmco2.specs.toml_cache import load_toml
 
+logger = logging.getLogger(__name__)
+
 TERA = 1e12
 GIGA = 1e9
 
 
 @dataclass(frozen=True)
 class GPU:
-    """One accelerator. Field names carry units; ``peak_dense_tops`` is tera-ops/s per dtype."""
+    """One accelerator. Field names carry units; ``peak_dense_tops`` is tera-ops/s per dtype.
+
+    Power fields (watts):
+
+    - ``tdp_w``: the GPU's own power limit, the figure its power cap governs and power is capped at.
+    - ``idle_power_w``: a sourced idle reading (preferably a GPU holding a loaded model and running nothing);
+      absent where no public figure exists. Its source string starts with the kind of idle.
+    - ``module_power_w``: the whole module's figure where the package holds more than the GPU (a superchip's
+      CPU and its memory); ``None`` where ``tdp_w`` already covers the whole device.
+    - ``power_scope``: what ``tdp_w`` and ``module_power_w`` include, and why ``tdp_w`` holds the figure it does.
+    """
 
     id: str
     name: str
@@ -46,6 +66,8 @@ class GPU:
     aliases: tuple[str, ...] = ()
     die_area_mm2: float | None = None
     idle_power_w: float | None = None
+    module_power_w: float | None = None
+    power_scope: str | None = None
     pcie_bandwidth_gb_s: float | None = None
     transistors_billion: float | None = None
     paper_table2: dict[str, Any] | None = None
@@ -102,6 +124,7 @@ _NUMERIC_SOURCED = (
     "release_year",
     "die_area_mm2",
     "idle_power_w",
+    "module_power_w",
     "pcie_bandwidth_gb_s",
     "transistors_billion",
 )
@@ -124,7 +147,21 @@ def gpu_from_dict(raw: dict[str, Any], origin: str = "gpus.toml") -> GPU:
     bad = [k for k in peaks if k not in DTYPE_BYTES]
     if bad:
         raise ValueError(f"{origin}: gpu {gpu.id!r} has unknown dtypes {bad}")
+    _check_power_fields(gpu, origin)
     return gpu
+
+
+def _check_power_fields(gpu: GPU, origin: str) -> None:
+    """Power fields must be consistent: idle below the limit, a module figure at least the GPU's, with a scope."""
+    if gpu.idle_power_w is not None and not 0 < gpu.idle_power_w < gpu.tdp_w:
+        raise ValueError(f"{origin}: gpu {gpu.id!r} idle_power_w {gpu.idle_power_w} W is not between 0 and "
+                         f"its power limit tdp_w {gpu.tdp_w} W")
+    if gpu.module_power_w is not None:
+        if gpu.module_power_w < gpu.tdp_w:
+            raise ValueError(f"{origin}: gpu {gpu.id!r} module_power_w {gpu.module_power_w} W is below the GPU's "
+                             f"own limit tdp_w {gpu.tdp_w} W")
+        if not gpu.power_scope:
+            raise ValueError(f"{origin}: gpu {gpu.id!r} has module_power_w but no power_scope saying what it covers")
 
 
 def load_gpu_file(path: str | Path) -> list[GPU]:
@@ -148,4 +185,122 @@ def get_gpu(name: str | GPU) -> GPU:
     return gpu_catalog().get(name, field="gpu")
 
 
-__all__ = ["GPU", "get_gpu", "gpu_catalog", "load_gpu_file", "gpu_from_dict", "UnknownIdError", "close_matches"]
+# -- static (idle) power ---------------------------------------------------------------------------------------
+#: Kinds of idle reading; every ``idle_power_w`` source string starts with one of them followed by ``:``.
+#: LOADED-MODEL IDLE: model weights resident, serving process up, no requests (driver loaded, P-state as the GPU
+#: chose). CONTEXT IDLE: a CUDA context holding allocated memory, no kernels (the same DVFS state as a loaded
+#: model). MODULE IDLE: a whole SoC module at OS idle, measured at its supply.
+IDLE_KINDS = ("LOADED-MODEL IDLE", "CONTEXT IDLE", "MODULE IDLE")
+
+#: Device classes of :func:`device_class`, used by the idle-power fallback.
+HBM = "hbm"
+SLOT_POWERED = "slot-powered"
+GDDR_PCIE = "gddr-pcie"
+CONSUMER = "consumer"
+EDGE = "edge"
+DEVICE_CLASSES = (HBM, SLOT_POWERED, GDDR_PCIE, CONSUMER, EDGE)
+
+#: Form factors of single-device SoCs and modules (edge devices).
+EDGE_FORM_FACTORS = frozenset({"module", "SoC"})
+#: A PCIe card whose power limit is at most this (W) runs from the x16 slot's 75 W alone (no auxiliary power
+#: connector: T4, L4). It is a class boundary, never a scale factor.
+SLOT_POWER_W = 75.0
+
+#: Fallback static (idle) power per device class (W): the median of the sourced ``idle_power_w`` figures of the
+#: shipped catalog's GPUs of that class (``tests/test_catalog_power.py`` checks these stay equal to that median).
+#: It never depends on a GPU's power limit, so capping a GPU's power does not move it.
+#:
+#: - hbm (data-centre HBM accelerators, SXM/OAM/superchip and PCIe): v100-sxm2-32gb 53, a100-80gb 73.9,
+#:   h100-sxm 120, b200 233.6 -> 96.95
+#: - slot-powered (PCIe cards at or below 75 W): t4 37 -> 37
+#: - gddr-pcie (data-centre / workstation GDDR PCIe cards above 75 W): l40s 105.85, a40 110 -> 107.925
+#: - consumer (GeForce): rtx-5090 22, rtx-3090 25.5 -> 23.75
+#: - edge (SoCs and modules): rk3588-npu 4.5 -> 4.5
+STATIC_POWER_FALLBACK_W: dict[str, float] = {
+    HBM: 96.95,
+    SLOT_POWERED: 37.0,
+    GDDR_PCIE: 107.925,
+    CONSUMER: 23.75,
+    EDGE: 4.5,
+}
+
+
+def device_class(gpu: GPU) -> str:
+    """The device class of ``gpu`` for the idle-power fallback (one of :data:`DEVICE_CLASSES`).
+
+    Decided from ``form_factor`` and ``memory_type`` (GeForce cards by their name):
+    edge = SoC or module; hbm = any HBM memory; consumer = a GeForce card; slot-powered = a PCIe card limited
+    to the slot's 75 W; gddr-pcie = every other card.
+    """
+    if gpu.form_factor in EDGE_FORM_FACTORS:
+        return EDGE
+    if gpu.memory_type.upper().startswith("HBM"):
+        return HBM
+    if "geforce" in gpu.name.lower():
+        return CONSUMER
+    if gpu.form_factor == "PCIe" and gpu.tdp_w <= SLOT_POWER_W:
+        return SLOT_POWERED
+    return GDDR_PCIE
+
+
+def _twin_with_idle(gpu: GPU, catalog: Catalog[GPU]) -> GPU | None:
+    """A catalog GPU with a sourced idle figure that differs from ``gpu`` only in memory capacity.
+
+    Same architecture, die, form factor, memory type, memory bandwidth and power limit (e.g. V100 SXM2 16 GB
+    and 32 GB): the idle power of one board stands for the other.
+    """
+    for other in catalog:
+        if other.id == gpu.id or other.idle_power_w is None:
+            continue
+        same = (other.architecture, other.die_area_mm2, other.form_factor, other.memory_type,
+                other.memory_bandwidth_gb_s, other.tdp_w) == (
+                gpu.architecture, gpu.die_area_mm2, gpu.form_factor, gpu.memory_type,
+                gpu.memory_bandwidth_gb_s, gpu.tdp_w)
+        if same and gpu.die_area_mm2 is not None:
+            return other
+    return None
+
+
+def static_power_w(gpu: GPU | str) -> tuple[float, str]:
+    """Static (idle) power of one GPU in watts, and a text saying where the figure comes from.
+
+    1. the catalog's sourced ``idle_power_w``;
+    2. else the sourced figure of a catalog twin that differs only in memory capacity;
+    3. else :data:`STATIC_POWER_FALLBACK_W` of the GPU's :func:`device_class` (a class median).
+
+    No branch multiplies ``tdp_w``. A fallback at or above the GPU's own limit (possible only for a user-defined
+    device far smaller than its class) is clamped to the limit, which caps all power anyway, with a warning.
+    """
+    gpu = get_gpu(gpu)
+    if gpu.idle_power_w is not None:
+        kind = gpu.sources.get("idle_power_w", "").split(":", 1)[0].strip()
+        return float(gpu.idle_power_w), f"catalog idle_power_w of {gpu.id} ({kind})"
+    twin = _twin_with_idle(gpu, gpu_catalog())
+    if twin is not None:
+        return float(twin.idle_power_w or 0.0), (
+            f"idle_power_w of {twin.id}, which differs from {gpu.id} only in memory capacity")
+    cls = device_class(gpu)
+    value = STATIC_POWER_FALLBACK_W[cls]
+    text = (f"fallback: median sourced idle power of the catalog's {cls} GPUs ({value:g} W); "
+            f"{gpu.id} has no sourced idle figure")
+    if value >= gpu.tdp_w:
+        logger.warning("static power fallback %.1f W of class %s is not below %s's limit %.1f W; clamped to the limit",
+                       value, cls, gpu.id, gpu.tdp_w)
+        return float(gpu.tdp_w), text + f", clamped to its power limit {gpu.tdp_w:g} W"
+    return value, text
+
+
+def class_idle_medians(catalog: Catalog[GPU] | None = None) -> dict[str, float]:
+    """Median sourced ``idle_power_w`` (W) per device class of ``catalog`` (the shipped one by default).
+
+    The source of :data:`STATIC_POWER_FALLBACK_W`; classes without a sourced figure are absent.
+    """
+    groups: dict[str, list[float]] = {}
+    for gpu in catalog if catalog is not None else gpu_catalog():
+        if gpu.idle_power_w is not None:
+            groups.setdefault(device_class(gpu), []).append(float(gpu.idle_power_w))
+    return {cls: float(statistics.median(values)) for cls, values in groups.items()}
+
+
+__all__ = ["GPU", "get_gpu", "gpu_catalog", "load_gpu_file", "gpu_from_dict", "UnknownIdError", "close_matches",
+           "DEVICE_CLASSES", "IDLE_KINDS", "STATIC_POWER_FALLBACK_W", "device_class", "static_power_w", "class_idle_medians"]
