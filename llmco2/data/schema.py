@@ -27,6 +27,7 @@ PHASES = ("prefill", "decode", "total")
 LEVELS = ("request", "batch", "steady_state")
 ON_ERROR = ("raise", "drop", "keep")
 WINDOW_METHODS = ("single", "amortised", "lengthened")
+QUANTISATIONS = ("none", "awq", "gptq", "hqq", "bnb-int8", "bnb-nf4", "bnb-fp4", "fp8", "mxfp4", "nvfp4", "gguf", "other")
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("num_devices", "int", "devices serving the request", "count", required=True, minimum=1),
     Column("tensor_parallel", "int", "tensor-parallel degree", "count", minimum=1),
     Column("pipeline_parallel", "int", "pipeline-parallel degree", "count", minimum=1),
+    Column("data_parallel", "int", "data-parallel replicas (engine instances, each with the whole model) among the row's "
+           "devices; 1 = one replica", "count", minimum=1),
+    Column("expert_parallel", "int", "expert-parallel degree: devices the experts of one MoE layer are spread over "
+           "(1 = none; as the source states it)", "count", minimum=1),
     Column("engine", "str", "serving engine, a catalog id of llmco2.specs.engines (hf, hf-static, vllm, vllm-eager, "
            "tensorrt-llm, deepspeed, edge, unknown, ...)"),
     Column("model", "str", "model catalog id", required=True),
@@ -65,6 +70,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("num_experts", "int", "experts per MoE layer (1 = dense)", "count", minimum=1),
     Column("experts_per_token", "int", "active experts per token", "count", minimum=1),
     Column("weight_bits", "int", "bits per weight", "bits", minimum=1),
+    Column("quantisation", "str", "weight quantisation method, i.e. the kernel path the weights take: none (weights in the "
+           "compute dtype), awq / gptq / hqq (weight-only low-bit kernels such as Marlin that dequantise in registers "
+           "and multiply in 16-bit, faster than fp16 when memory-bound), bnb-int8 / bnb-nf4 / bnb-fp4 (bitsandbytes: "
+           "LLM.int8 with outlier decomposition, or 4-bit tiles dequantised to 16-bit before each matmul; slower than "
+           "fp16), fp8 / mxfp4 / nvfp4 (low-precision tensor-core formats), gguf, other; null where the source does not "
+           "say", choices=QUANTISATIONS),
     Column("kv_bits", "int", "bits per KV-cache element", "bits", minimum=1),
     Column("flash_attention", "bool", "fused attention kernel"),
     Column("kv_cache", "bool", "generation reuses a KV cache (false: every step recomputes the whole prefix)"),

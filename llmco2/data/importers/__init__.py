@@ -30,6 +30,7 @@ from llmco2.data.importers.argonne import import_argonne
 from llmco2.data.importers.base import ImportResult, check_file
 from llmco2.data.importers.canonical import import_canonical
 from llmco2.data.importers.co2meter import import_co2meter
+from llmco2.data.importers.collected import import_collected
 from llmco2.data.importers.delavande import import_delavande
 from llmco2.data.importers.h100_hf import import_h100_hf
 from llmco2.data.importers.mlenergy_v2 import import_mlenergy_v2
@@ -52,6 +53,7 @@ IMPORTERS: dict[str, Callable[[Path], ImportResult]] = {
     "tokenpowerbench": import_tokenpowerbench,
     "splitwise": import_splitwise,
     "h100_hf": import_h100_hf,
+    "collected": import_collected,
     "canonical": import_canonical,
 }
 
@@ -67,6 +69,8 @@ _REFUSE = (
     (re.compile(r"\.json$", re.I), "JSON results of a script, not a table an importer reads"),
     (re.compile(r"\.(txt|log)$", re.I), "notes (text), not data"),
     (re.compile(r"\.(png|pdf|svg)$", re.I), "figure, not data"),
+    (re.compile(r"(^|/)collected/raw/"), "source file that collected/*.csv was converted from (the collected importer reads "
+                                         "the converted rows)"),
 )
 _FORMATS = (
     (re.compile(r"(^|/)co2meter/[^/]+\.csv$", re.I), "co2meter"),
@@ -78,6 +82,7 @@ _FORMATS = (
     (re.compile(r"(^|/)tokenpowerbench[^/]*\.csv$", re.I), "tokenpowerbench"),
     (re.compile(r"(^|/)splitwise[^/]*\.csv$", re.I), "splitwise"),
     (re.compile(r"(^|/)h100_hf[^/]*\.csv$", re.I), "h100_hf"),
+    (re.compile(r"(^|/)collected/[^/]+\.csv$", re.I), "collected"),
     (re.compile(r"(^|/)measurements/[^/]+\.(csv|parquet)$", re.I), "canonical"),
 )
 

@@ -12,9 +12,11 @@ data was released in December 2025), Zeus/NVML energy.
 * ``weight_precision`` -> ``weight_bits`` (bfloat16 16, fp8 8, mxfp4 4; anything else raises).
   ``kv_bits`` is 16 for bf16 runs and left null otherwise (the file does not say whether the
   fp8 / mxfp4 runs quantised the KV cache).
-* Expert parallelism has no canonical column: ``num_devices`` = ``num_gpus`` always, and
-  ``tensor_parallel`` is the file's value only when ``expert_parallel`` is 1 (with EP the
-  attention layout is not stated, so it is left null).
+* ``num_devices`` = ``num_gpus`` always; ``expert_parallel`` and ``data_parallel`` are kept as the
+  file states them (``data_parallel`` is optional in the file: null where the column is absent;
+  the 2025 release has ``data_parallel`` 1 on every row and ``expert_parallel`` = ``num_gpus`` on
+  the expert-parallel runs). ``tensor_parallel`` is the file's value only when
+  ``expert_parallel`` is 1 (with EP the attention layout is not stated, so it is left null).
 * Fine-tunes and re-quantisations with the architecture of a catalog model are mapped to it
   (:data:`MODELS`, or a quantisation suffix the name resolver strips); models the catalog does
   not have are dropped and counted (the Qwen3-VL, Qwen3-Omni and Nemotron-Nano-12B-v2-VL runs are
@@ -63,6 +65,7 @@ def import_mlenergy_v3(path: Path) -> ImportResult:
     src = read_csv(Path(path), required=REQUIRED, kind="mlenergy_v3")
     n = len(src)
     gpus, tp, ep = (number(src, c, integer=True) for c in ("num_gpus", "tensor_parallel", "expert_parallel"))
+    dp = number(src, "data_parallel", integer=True) if "data_parallel" in src.data.columns else np.full(n, np.nan)
     energy, out_len, batch = (number(src, c) for c in ("energy_per_request_joules", "avg_output_len", "avg_batch_size"))
     precision = text(src, "weight_precision").str.lower()
     src.fail_first(~precision.isin(list(PRECISION_BITS)).to_numpy(), "weight_precision",
@@ -84,6 +87,8 @@ def import_mlenergy_v3(path: Path) -> ImportResult:
         "num_devices": gpus,
         "tensor_parallel": np.where(ep == 1, tp, np.nan),
         "pipeline_parallel": 1,
+        "data_parallel": dp,
+        "expert_parallel": ep,
         "engine": "vllm",
         "model": models,
         **{c: arch[c] for c in ARCH_FIELDS},
