@@ -34,7 +34,7 @@ def test_import_all_writes_every_source(tmp_path: Path, capsys, shared_data: Pat
     assert set(per_source) >= {"co2meter", "argonne", "mlenergy_v2", "mlenergy_v3", "wilkins", "delavande", "tokenpowerbench",
                                "splitwise"}
     assert set(per_source) <= {"co2meter", "argonne", "mlenergy_v2", "mlenergy_v3", "wilkins", "delavande", "tokenpowerbench",
-                               "splitwise", "h100_hf", "llmco2"}
+                               "splitwise", "h100_hf", "llmco2", "collected"}
 
 
 def test_malformed_source_leaves_no_output(tmp_path: Path, capsys) -> None:

@@ -189,9 +189,7 @@ def test_flagged_rows_are_left_out_of_fits(tmp_path: Path) -> None:
     kept, _ = usable_rows(t)
     lines = set(kept["source_row"])
     assert 2 not in lines and 4 in lines  # power_exceeds_tdp is left out; batch_is_cap alone does not exclude a row
-    missing = [f for f in col.UNRELIABLE if f not in UNRELIABLE_FLAGS]
-    if missing:
-        pytest.xfail(f"llmco2.models.experiment.UNRELIABLE_FLAGS does not list {', '.join(missing)} yet")
+    assert [f for f in col.UNRELIABLE if f not in UNRELIABLE_FLAGS] == []
     assert list(kept["source_row"]) == [4]
 
 

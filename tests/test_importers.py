@@ -218,6 +218,7 @@ NOT_DATA = (
     (lambda rel: rel.endswith(".txt"), "notes"),
     (lambda rel: rel.endswith(".failed.csv"), "failure log"),
     (lambda rel: rel.rsplit("/", 1)[-1].startswith("configs"), "configurations"),
+    (lambda rel: rel.startswith("collected/raw/"), "converted from"),
 )
 
 

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
 
     imp = dsub.add_parser("import", help="convert a public dataset file into the canonical energy table")
     imp.add_argument("format", help="co2meter, argonne, mlenergy_v2, mlenergy_v3, wilkins, delavande, tokenpowerbench, h100_hf, "
-                                    "splitwise, canonical, or 'all' with the shared data folder as PATH")
+                                    "splitwise, collected, canonical, or 'all' with the shared data folder as PATH")
     imp.add_argument("path", help="source file (or folder for 'all')")
     imp.add_argument("-o", "--out", required=True, help="output table (.parquet or .csv)")
 

@@ -47,7 +47,8 @@ _register_resolvers()
 
 
 #: Flags that mark a row's energy as unreliable (see the importers).
-UNRELIABLE_FLAGS = ("power_includes_idle_gpus", "power_exceeds_tdp", "repeat_outlier", "device_assumed", "counter_quantised")
+UNRELIABLE_FLAGS = ("power_includes_idle_gpus", "power_exceeds_tdp", "repeat_outlier", "device_assumed", "counter_quantised",
+                    "power_near_idle", "flagged_in_source", "device_proxy")
 #: An NVML energy-counter window shorter than this (s) reads 0 J or one whole counter increment
 #: (``../shared/data/h100_hf/README.md``: 17-180 ms prefill windows on an H100), so its energy is unusable.
 MIN_NVML_WINDOW_S = 0.2
