@@ -17,7 +17,8 @@ NEW_MODELS = [
     ("llama4-scout", 109.0, 17.0, 0.03, 0.08),
     ("llama4-maverick", 400.0, 17.0, 0.03, 0.08),
 ]
-DENSE_MODELS = [("mistral-large-2407", 123.0), ("codegemma-2b", 2.506), ("codegemma-7b", 8.538)]
+DENSE_MODELS = [("mistral-large-2407", 123.0), ("codegemma-2b", 2.506), ("codegemma-7b", 8.538), ("llama3.2-1b", 1.23),
+                ("llama3.2-3b", 3.21)]
 
 
 @pytest.mark.parametrize("model_id, total_b, active_b, tol_total, tol_active", NEW_MODELS)
@@ -36,6 +37,13 @@ def test_new_dense_model_counts(model_id: str, total_b: float) -> None:
     assert abs(arch.param_count() / 1e9 / total_b - 1) < 0.03, (model_id, arch.param_count())
 
 
+def test_llama32_tied_embedding_counted_once() -> None:
+    # Llama 3.2 1B/3B tie the lm_head to the input embedding: the HF safetensors totals hold one table
+    for model_id, total in (("llama3.2-1b", 1_235_814_400), ("llama3.2-3b", 3_212_749_824)):
+        arch = get_model(model_id)
+        assert arch.tied_embeddings and arch.max_context == 131072 and arch.param_count() == total, model_id
+
+
 def test_nemotron_nano_9b_v2_hybrid() -> None:
     arch = get_model("nemotron-nano-9b-v2")
     assert abs(arch.param_count() / 1e9 / 9.0 - 1) < 0.06 and arch.active_param_count() == arch.param_count()
@@ -51,6 +59,8 @@ def test_nemotron_nano_9b_v2_hybrid() -> None:
     ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "llama4-maverick"),
     ("mistralai/Mistral-Large-Instruct-2407", "mistral-large-2407"), ("google/codegemma-1.1-2b", "codegemma-2b"),
     ("google/codegemma-7b", "codegemma-7b"), ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", "nemotron-nano-9b-v2"),
+    ("meta-llama/Llama-3.2-1B", "llama3.2-1b"), ("meta-llama/Llama-3.2-1B-Instruct", "llama3.2-1b"),
+    ("meta-llama/Llama-3.2-3B", "llama3.2-3b"), ("meta-llama/Llama-3.2-3B-Instruct", "llama3.2-3b"),
 ])
 def test_new_model_names_resolve(alias: str, model_id: str) -> None:
     # source names resolve through aliases or hf_id, as the importers do

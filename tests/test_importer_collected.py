@@ -360,6 +360,7 @@ def test_hb_thesis_real(shared_data: Path) -> None:
         assert (t["measurement"] == "codecarbon").all() and (t["engine"] == "hf").all()
         assert (t["data_parallel"] == 1).all() and (t["num_devices"] == 1).all()
         assert set(t["quantisation"]) <= {"none", "bnb-int8", "bnb-nf4"}
+        assert t["model"].value_counts().to_dict() == {col.model_id(name): n for name, n in models.items() if col.model_id(name)}
 
 
 def test_mlenergy_v1_legacy_real(shared_data: Path) -> None:
