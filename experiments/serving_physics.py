@@ -51,8 +51,10 @@ PROMPT_SCALES = (0.1, 0.2, 0.35, 0.6, 1.0)
 def roofline_tdp() -> StepParams:
     """The roofline latency x TDP baseline as step constants (peaks, no overheads, power at the limit)."""
     zero = EngineOverhead(0.0, 0.0, 0.0, True)
-    return StepParams(eta_compute=1.0, eta_memory=1.0, kernel_gap_s=0.0, collective_s=0.0, eta_network=1.0, power_base=1.0,
-                      power_compute=0.0, power_memory=0.0, memory_pj_per_byte=0.0, engines={e: zero for e in ENGINES}, source="roofline x TDP")
+    # a static draw raised far above any limit: every step draws the GPU's power limit (the cap)
+    return StepParams(eta_compute=1.0, eta_memory=1.0, kernel_gap_s=0.0, collective_s=0.0, eta_network=1.0, power_base=1e6,
+                      power_compute=0.0, power_memory=0.0, memory_pj_per_byte=0.0, engines={e: zero for e in ENGINES},
+                      source="roofline x TDP")
 
 
 def predictions(sr: ServingRows, p: StepParams, idx: np.ndarray) -> pd.DataFrame:
@@ -144,8 +146,9 @@ def medape(pred: np.ndarray, meas: np.ndarray) -> float:
     return float(np.median(np.abs(pred[ok] / meas[ok] - 1.0)) * 100) if ok.any() else float("nan")
 
 
-def split_rows(builds: dict[float, ServingRows]) -> dict[str, tuple[np.ndarray, pd.DataFrame]]:
-    """Held-out predictions per split: {name: (test index, predictions)}."""
+def split_rows(builds: dict[float, ServingRows], quick: bool = False) -> dict[str, tuple[np.ndarray, pd.DataFrame]]:
+    """Held-out predictions per split: {name: (test index, predictions)}; ``quick``: without the
+    leave-one-model-out folds."""
     r = builds[1.0].rows
     out = {}
     allrows = np.arange(len(r))
@@ -153,6 +156,8 @@ def split_rows(builds: dict[float, ServingRows]) -> dict[str, tuple[np.ndarray, 
     for gpu, label in (("a100-40gb", "leave GPU out: v2 A100-40GB"), ("h100-sxm", "leave GPU out: H100 (v2 + v3)")):
         test = (r["device"] == gpu).to_numpy()
         out[label] = (np.flatnonzero(test), predictions(*_swap(fit(builds, ~test, f"without {gpu}")), np.flatnonzero(test)))
+    if quick:
+        return out
     v3 = (r["release"] == "v3").to_numpy()
     parts = []
     for model in sorted(r.loc[v3, "model"].unique()):
@@ -220,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "results" / "serving_physics.md"))
     ap.add_argument("--write", action="store_true", help="write llmco2/serving/data/step_physics.json")
     ap.add_argument("--serving-only", action="store_true", help="fit on the serving rows alone (no isolated batch runs)")
+    ap.add_argument("--quick", action="store_true", help="only the all-rows fit and the two leave-one-GPU-out splits (no table written)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
@@ -232,7 +238,10 @@ def main(argv: list[str] | None = None) -> int:
         ISOLATED = isolated_rows(import_all(shared_data())[0])
     builds = {k: serving_rows(rows, k) for k in PROMPT_SCALES}
     sr = builds[1.0]
-    splits = split_rows(builds)
+    splits = split_rows(builds, args.quick)
+    if args.quick:
+        print("\n".join(table(sr, splits)))
+        return 0
     shipped, cov = intervals(sr, splits)
     meas = measured(sr.rows)
     full, mixed = fit(builds, np.ones(len(sr.rows), bool), "all ML.ENERGY v2 + v3 text rows")

@@ -16,6 +16,8 @@ flag saying the energy is unreliable. Left out, with the reason recorded in the 
   ``counter_quantised``, and NVML energy-counter windows under 0.2 s or with a 0 J repeat (the
   H100 HF prefill rows: ``../shared/data/h100_hf/README.md``),
 * steady-state server averages (no prompt lengths),
+* the collected thesis runs on four A100-PCIe-40GB (host-bound: ``step_isolated.HOST_BOUND_FILES``)
+  and bitsandbytes rows (kernels the analytic engine does not model),
 * CO2-Meter's ``train_uniform.csv``: uniformly sampled lengths hurt accuracy on the trace-distributed
   requests a service sees (the paper's Table 5 and ours: +uniform rows, held-out trace-sampled
   requests fall from EBA(10%) 63% to 58%).
@@ -54,6 +56,7 @@ from llmco2.models.dataset import PHASE_INDEX, energy_data
 from llmco2.models.experiment import usable_rows
 from llmco2.models.metrics import coverage, scores
 from llmco2.models.physics_fit import latency_table_rows
+from llmco2.models.step_isolated import HOST_BOUND_FILES, UNMODELLED_QUANTISATION
 from llmco2.models.train import GNNPredictor, TrainConfig
 
 EXCLUDED_SOURCES = {
@@ -84,6 +87,13 @@ def main() -> None:
     if any(p.suffix in (".csv", ".parquet") for p in (own / "measurements").glob("*")):
         table = concat_tables([table, import_all(own)[0]])
     rows, left_out = usable_rows(table, exclude_sources=EXCLUDED_SOURCES)
+    for name, reason in HOST_BOUND_FILES.items():  # the host, not the GPU, sets these runs
+        gone = (rows["source_file"] == name).fillna(False).to_numpy(bool)
+        left_out[f"{name}: {reason}"] = int(gone.sum())
+        rows = rows[~gone].reset_index(drop=True)
+    unmodelled = rows["quantisation"].isin(UNMODELLED_QUANTISATION).fillna(False).to_numpy(bool)
+    left_out["bitsandbytes quantisation: dequantise-then-multiply kernels the analytic engine does not model"] = int(unmodelled.sum())
+    rows = rows[~unmodelled].reset_index(drop=True)
     uniform = ((rows["source"] == "co2meter") & (rows["source_file"] == "train_uniform.csv")).to_numpy()
     left_out["co2meter train_uniform.csv: uniformly sampled lengths (focused data only, paper Table 5)"] = int(uniform.sum())
     rows = rows[~uniform].reset_index(drop=True)

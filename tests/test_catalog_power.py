@@ -87,7 +87,7 @@ def test_device_classes(gpu_id: str, cls: str) -> None:
     assert device_class(get_gpu(gpu_id)) == cls
 
 
-@pytest.mark.parametrize("a, b", [("h100-pcie", "mi300x"), ("a10", "rtx-a6000"), ("h200", "a30")])
+@pytest.mark.parametrize("a, b", [("h100-pcie", "mi300x"), ("a10", "l40"), ("gaudi2", "a30")])
 def test_fallback_does_not_scale_with_the_power_limit(a: str, b: str) -> None:
     gpu_a, gpu_b = get_gpu(a), get_gpu(b)
     assert device_class(gpu_a) == device_class(gpu_b) and gpu_a.tdp_w != gpu_b.tdp_w
@@ -186,3 +186,11 @@ def test_new_aliases_resolve_without_collisions(alias: str, gpu_id: str) -> None
 @pytest.mark.parametrize("gpu_id, tdp", [("rtx-4090", 450.0), ("rtx-6000-ada", 300.0), ("l4", 72.0), ("l40s", 350.0)])
 def test_checked_consumer_and_workstation_limits(gpu_id: str, tdp: float) -> None:
     assert get_gpu(gpu_id).tdp_w == tdp
+
+
+def test_a_module_on_the_same_die_takes_its_twins_idle_reading() -> None:
+    """A100 SXM4 40 GB and 80 GB; H100 SXM, H200 and GH200's GPU: one die, mounted alike."""
+    assert static_power_w("a100-40gb") == (73.9, "idle_power_w of a100-80gb, the same die as a100-40gb, mounted alike")
+    assert static_power_w("h200")[0] == static_power_w("gh200")[0] == static_power_w("h100-sxm")[0] == 120.0
+    # cards need the same board power too: the 150 W A10 does not take the 300 W A40's reading
+    assert "fallback" in static_power_w("a10")[1] and static_power_w("rtx-a6000")[0] == 110.0

@@ -49,7 +49,7 @@ def test_fit_on_isolated_rows_recovers_the_memory_efficiency_and_power():
     table["latency_s"], table["energy_j"] = lat, energy
     iso = isolated_rows(table)
     obs = iso.observations()
-    assert {o.name for o in obs} == {"argonne latency", "argonne power"}
+    assert {o.name for o in obs} == {"argonne h100-sxm latency", "argonne h100-sxm power"}  # one group per source and GPU
     base = StepParams(eta_compute=0.55, kernel_gap_s=3e-6, collective_s=20e-6, power_compute=0.8, engines=TRUTH.engines)
     fitted, report = fit_step_params(obs, [], base=base, names=("eta_memory", "power_base", "memory_pj_per_byte"))
     assert fitted.eta_memory == pytest.approx(0.75, rel=0.05)

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from llmco2.models.step_fit import Observation, fit_step_params
-from llmco2.models.step_physics import SLOTS, EngineOverhead, StepParams, step_cost, step_shapes
+from llmco2.models.step_physics import SLOTS, EngineOverhead, StepParams, arithmetic_power_w, step_cost, step_shapes
 from llmco2.serving import GridCostModel, SchedulerConfig, Workload, memory_budget, simulate
 from llmco2.serving.api import server_setup
 from llmco2.serving.api import steady_state as simulated_steady_state
 from llmco2.serving.steady import ServerCase, steady_shapes, steady_state
 from llmco2.specs import Request, engine_level_index, engine_levels, get_engine, get_gpu, get_model
+from llmco2.specs.gpus import static_power_w
 
 GRAPHS = EngineOverhead(1e-3, 20e-6, 2e-6, True)
 
@@ -45,8 +46,9 @@ def test_power_lies_between_idle_and_the_limit_and_grows_with_utilisation():
     small = step_cost(step_shapes([_decode_item(1)], "decode", 8.0), p)
     big = step_cost(step_shapes([_decode_item(256)], "decode", 8.0), p)
     gpu = get_gpu("h100-sxm")
+    idle = static_power_w(gpu)[0]
     for c in (small, big):
-        assert 0.17 * gpu.tdp_w <= c.power_w[0] <= gpu.tdp_w
+        assert idle < c.power_w[0] <= gpu.tdp_w
     assert big.power_w[0] > small.power_w[0]
     assert big.energy_j[0] == pytest.approx(big.power_w[0] * big.time_s[0])
 
@@ -142,16 +144,60 @@ def test_busy_power_follows_the_share_of_the_step_that_kernels_run():
     moe = step_shapes([(get_model("mixtral-8x7b"), req, gpu)], "decode", 8.0)
     base = StepParams(power_base=0.0, power_compute=0.0, memory_pj_per_byte=0.0, engines={"vllm": GRAPHS})
     busy = StepParams(power_base=0.0, power_compute=0.0, memory_pj_per_byte=0.0, power_busy=0.5, engines={"vllm": GRAPHS})
-    idle, tdp = float(moe.idle_w[0]), float(moe.tdp_w[0])
-    assert step_cost(moe, base).power_w[0] == pytest.approx(2 * idle)  # nothing but idle without activity terms
+    idle = float(moe.idle_w[0])
+    c0 = step_cost(moe, base)
+    # without activity terms: idle plus the DRAM's own energy per byte moved
+    dram_w = moe.dram_pj_per_byte[0] * 1e-12 * moe.memory_s.sum() / c0.time_s[0] * moe.mem_bw_bytes_per_s[0]
+    assert moe.dram_pj_per_byte[0] == 5.0 * 8  # HBM3 (llmco2/specs/data/memory_energy.toml)
+    assert c0.power_w[0] == pytest.approx(2 * (idle + dram_w))
     kernels = np.maximum(moe.compute_s / busy.eta_compute, moe.memory_s / busy.eta_memory).sum(axis=1)[0]
     cost = step_cost(moe, busy)
     share = kernels / cost.time_s[0]
     assert 0.0 < share < 1.0
-    assert cost.power_w[0] == pytest.approx(2 * (idle + (tdp - idle) * 0.5 * share))
-    # slower expert kernels keep the GPU busy longer: its power rises, unlike the per-byte term's
+    assert cost.power_w[0] == pytest.approx(2 * (idle * (1 + 0.5 * share) + dram_w))  # the busy silicon: a multiple of its static draw
+    # slower expert kernels keep the GPU busy longer: its busy power rises (the per-byte term falls)
     slow = step_cost(moe, busy.with_values(eta_expert=0.5))
-    assert slow.power_w[0] > cost.power_w[0]
+    slow0 = step_cost(moe, base.with_values(eta_expert=0.5))
+    assert slow.power_w[0] - slow0.power_w[0] > cost.power_w[0] - c0.power_w[0]
+
+
+def test_no_power_term_scales_with_the_power_limit_which_only_caps():
+    """Two GPUs that differ only in their power limit draw the same power until the lower limit binds."""
+    from dataclasses import replace
+
+    h100 = get_gpu("h100-sxm")
+    capped = replace(h100, id="h100-capped", tdp_w=450.0)
+    p = StepParams(engines={"vllm": GRAPHS}, power_base=0.0, power_busy=0.2)
+    arch = get_model("llama3.1-8b")
+    for batch in (1, 8):
+        req = Request(batch_size=batch, prompt_tokens=512, generated_tokens=9, engine="vllm")
+        a = step_cost(step_shapes([(arch, req, h100)], "decode", 8.0), p).power_w[0]
+        b = step_cost(step_shapes([(arch, req, capped)], "decode", 8.0), p).power_w[0]
+        assert a == b < 450.0
+    big = Request(batch_size=64, prompt_tokens=2048, generated_tokens=1, engine="vllm")
+    a = step_cost(step_shapes([(arch, big, h100)], "prefill"), p).power_w[0]
+    b = step_cost(step_shapes([(arch, big, capped)], "prefill"), p).power_w[0]
+    assert a > 450.0 and b == 450.0  # a compute-bound prefill reaches the lower cap
+
+
+def test_an_operation_in_a_faster_precision_costs_proportionally_less_energy():
+    """At its peak the arithmetic draws the same power in every precision: an FP8 operation on a GPU
+    that runs FP8 twice as fast as FP16 costs half the energy of an FP16 one."""
+    gpu = get_gpu("h100-sxm")
+    p = StepParams(engines={"vllm": GRAPHS}, power_base=0.0, power_busy=0.0, memory_pj_per_byte=0.0)
+    arch = get_model("llama3.1-8b")
+    costs = {}
+    for dtype in ("fp16", "fp8"):
+        req = Request(batch_size=64, prompt_tokens=2048, generated_tokens=1, weight_dtype=dtype, engine="vllm")
+        x = step_shapes([(arch, req, gpu)], "prefill")
+        c = step_cost(x, p)
+        dram_w = x.dram_pj_per_byte[0] * 1e-12 * x.memory_s.sum() / c.time_s[0] * x.mem_bw_bytes_per_s[0]
+        ops = x.compute_s.sum() * gpu.peak_ops_per_s(dtype)
+        costs[dtype] = (c.power_w[0] - x.idle_w[0] - dram_w) * c.time_s[0] / ops  # J per operation
+    assert costs["fp8"] == pytest.approx(costs["fp16"] / 2, rel=1e-9)
+    # an FP16 operation on a 4 nm GPU costs op_pj_7nm x (4 / 7) ^ op_node_exp pJ, whatever its peak
+    assert costs["fp16"] == pytest.approx(arithmetic_power_w(p, 4.0, 989.5e12) / 989.5e12, rel=1e-9)
+    assert costs["fp16"] == pytest.approx(p.op_pj_7nm * 1e-12 * 4.0 / 7.0, rel=1e-9)
 
 
 def test_an_engine_all_reduce_cost_adds_per_collective_and_only_with_tensor_parallelism():

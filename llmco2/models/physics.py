@@ -28,8 +28,8 @@ through its overheads: fitted per engine on training rows with a latency and sto
 checkpoint (:mod:`llmco2.models.physics_fit`); engines without rows keep the catalog priors of
 ``llmco2/specs/data/engines.toml``, and ``unknown`` takes the median of the fitted engines.
 
-Idle power: the catalog's ``idle_power_w`` where a source publishes one, else
-:data:`IDLE_FRACTION_OF_TDP` x TDP.
+Idle power: :func:`llmco2.specs.gpus.static_power_w` (the catalog's sourced ``idle_power_w``, else
+the median of the GPU's device class; never a share of the power limit).
 """
 
 from __future__ import annotations
@@ -46,16 +46,12 @@ from numpy.typing import NDArray
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis
 from llmco2.analytic.model import ModelTotals
 from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
+from llmco2.models.step_physics import HardwareRows
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids
+from llmco2.specs.gpus import static_power_w
 
 Item = tuple[ModelArch, Request, GPU]
 
-#: Idle power as a fraction of TDP for a GPU whose catalog entry publishes no idle figure. Source:
-#: this project's own reading on an NVIDIA H100 80GB HBM3 at its 700 W limit, 120 W idle before
-#: the crosscheck run (``../shared/data/h100_hf/README.md``): 120 / 700 = 0.17. Vendors publish no
-#: idle figure for the data-centre GPUs of the catalog; the only published value (RK3588 module,
-#: 4.5 of 12 W) is used directly for that device.
-IDLE_FRACTION_OF_TDP = 0.17
 #: Prior for the latency of one tensor-parallel all-reduce of a decode step (microseconds), refitted
 #: on training rows with more than one GPU. Source: sgl-project/sglang pull request 2904 (2025), unit
 #: test on H100 without CUDA graphs: vLLM's custom all-reduce of 4-32 KB (one token's hidden state)
@@ -81,8 +77,8 @@ def device_group(gpu: GPU) -> str:
 cached_engine_id = functools.lru_cache(maxsize=256)(engine_id)
 
 def idle_power_w(gpu: GPU) -> float:
-    """Idle power of one GPU (W): catalog ``idle_power_w``, else ``IDLE_FRACTION_OF_TDP x TDP``."""
-    return float(gpu.idle_power_w) if gpu.idle_power_w is not None else IDLE_FRACTION_OF_TDP * float(gpu.tdp_w)
+    """Static (idle) power of one GPU (W): :func:`llmco2.specs.gpus.static_power_w`."""
+    return float(static_power_w(gpu)[0])
 
 
 @dataclass(frozen=True)
@@ -102,13 +98,14 @@ class PhaseInputs:
     engines: list[str] = field(default_factory=list)  # [n] engine ids
     devices: list[str] = field(default_factory=list)  # [n] GPU ids
     groups: list[str] = field(default_factory=list)  # [n] "edge" or "datacentre"
+    hardware: HardwareRows | None = None  # what each request's GPU draws power for besides its work
 
     def take(self, idx: NDArray[np.int64]) -> PhaseInputs:
         """The requests at ``idx``."""
         pick = [list(np.asarray(v, dtype=object)[idx]) for v in (self.engines, self.devices, self.groups)]
         return PhaseInputs(self.roofline_s[idx], self.compute_s[idx], self.memory_s[idx], self.steps[idx], self.kernels[idx],
                            self.sequences[idx], self.collectives[idx], self.num_gpus[idx], self.tdp_w[idx],
-                           self.idle_w[idx], *pick)
+                           self.idle_w[idx], *pick, self.hardware.take(idx) if self.hardware is not None else None)
 
     @classmethod
     def build(cls, items: Sequence[Item] | RequestTable, analysis: LayerAnalysis, totals: ModelTotals) -> PhaseInputs:
@@ -124,10 +121,10 @@ class PhaseInputs:
         kernels = per_layer * b.layers + HEAD_KERNELS
         collectives = np.sum([analysis.present[k].astype(np.float64) for k in ALL_REDUCE_KERNELS], axis=0) * b.layers
         gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
-        idle = np.array([idle_power_w(g) for g in gpus], dtype=np.float64).reshape(-1)[gpu_code]
+        hardware = HardwareRows.of(list(gpus)).take(np.asarray(gpu_code).reshape(-1))
         return cls(roof, comp.astype(np.float64), mem.astype(np.float64), steps, kernels, b.batch.astype(np.float64),
-                   collectives, b.num_gpus.astype(np.float64), b.tdp_w.astype(np.float64), idle, _spread(engines, engine_code), _spread([g.id for g in gpus], gpu_code),
-                   _spread([device_group(g) for g in gpus], gpu_code))
+                   collectives, b.num_gpus.astype(np.float64), b.tdp_w.astype(np.float64), hardware.idle_w, _spread(engines, engine_code), _spread([g.id for g in gpus], gpu_code),
+                   _spread([device_group(g) for g in gpus], gpu_code), hardware)
 
 
 def row_values(per_config: NDArray[np.float64], config: NDArray[np.int64], phase: NDArray[np.int64]) -> NDArray[np.float64]:

@@ -28,25 +28,22 @@ Array = NDArray[np.float64]
 #: (name, lower, upper) of the fitted global constants; ``log`` ones are fitted in log space.
 BOUNDS: dict[str, tuple[float, float]] = {
     "eta_compute": (0.2, 1.0), "eta_memory": (0.3, 1.0), "kernel_gap_s": (0.2e-6, 20e-6),
-    "collective_s": (2e-6, 200e-6), "power_base": (0.0, 0.8), "power_compute": (0.5, 1.0),
-    "memory_pj_per_byte": (24.0, 600.0), "eta_expert": (0.3, 1.0),
-    "power_busy": (0.0, 1.0),
+    "collective_s": (2e-6, 200e-6), "power_base": (0.0, 2.0),
+    "memory_pj_per_byte": (0.0, 600.0), "eta_expert": (0.3, 1.0),
+    "power_busy": (0.0, 6.0), "op_pj_7nm": (0.2, 3.0),
 }
-# power_memory (a share of the dynamic range per unit of memory utilisation) is not fitted: data
-# movement is charged per byte (memory_pj_per_byte), which held out across GPUs whose power limits
-# differ for the same bandwidth (A100-40GB, H100 SXM, Gaudi2: experiments/serving_physics.py).
-# power_compute >= 0.5: a GPU whose arithmetic units are busy all the time draws at least half of its
-# dynamic range (dense GEMMs run data-centre GPUs at their power limit); serving rows are mostly
-# memory-bound decode and cannot pin it, so without this bound a fit may assign all power to memory
-# traffic, which would make compute-bound steps on another GPU draw too little. power_compute <= 1:
-# a power limit is sized for the arithmetic units at their peak rate, so they alone never need more
-# than the whole dynamic range; the activity of the SMs while kernels run is the busy term's. With
-# an upper bound of 4, the fit on the H100 rows put 3.3 here and 24 pJ/B on data movement, and
-# over-predicted the held-out A100's J/token by 1.2-1.6x at batch caps of 128 and more (the A100
-# reaches a larger share of its lower peak at the same batch): experiments/serving_physics.py.
-# memory_pj_per_byte >= 24 pJ (3 pJ/bit): the access energy of HBM alone (HBM2 about 3.9 pJ/bit,
-# O'Connor et al., "Fine-Grained DRAM", MICRO 2017); below it a fit would move the energy of data
-# movement into the busy term (power_busy), which scales with the power limit instead of bytes.
+#: Constants that the fit never moves (kept from the base): the arithmetic units' share of their own
+#: power at the peak is 1 by definition of the energy per operation (``op_pj_7nm`` scales it).
+FIXED = ("eta_network", "power_memory", "power_compute", "op_node_exp")
+# Energy is charged per unit of work (step_physics: static power + arithmetic power x activity +
+# energy per byte), and no fitted term scales with a GPU's power limit, which only caps.
+# op_pj_7nm in [0.2, 3] pJ per dense fp16 tensor operation at 7 nm: an A100 (7 nm) reaches 312 TFLOP/s
+# within 400 W, so its whole board spends at most 1.3 pJ per operation at its peak; the bound leaves
+# room for the busy term's share. op_node_exp in [0.5, 2]: switching energy C V^2 falls with the
+# feature size about linearly (capacitance) and somewhat more while voltage still fell (V100 12 nm,
+# 125 TFLOP/s in 300 W: 2.4 pJ; A100 7 nm: 1.3; H100 4 nm, 989 TFLOP/s in 700 W: 0.7 -> exponent about
+# 1.1 from the boards' own figures). memory_pj_per_byte >= 0: it is the on-chip share (caches, network
+# on chip) beside the DRAM access energy of the memory technology (llmco2/specs/data/memory_energy.toml).
 ENGINE_BOUNDS = {"step_s": (0.05e-3, 50e-3), "sequence_s": (0.5e-6, 2e-3), "launch_s": (0.5e-6, 500e-6),
                  "serving_sequence_s": (0.1e-6, 2e-3), "collective_s": (0.1e-6, 2e-3),
                  "serving_worker_s": (1e-6, 50e-3)}
@@ -101,7 +98,7 @@ def _unpack(x: Array, base: StepParams, names: Sequence[str], engines: Sequence[
         values = {f: float(np.exp(x[j + i])) for i, f in enumerate(fields)}
         eng[e] = replace(oh, **values)
         j += len(fields)
-    return StepParams(**{**{k: getattr(base, k) for k in ("eta_network", "power_memory")}, **{k: getattr(base, k) for k in BOUNDS}, **kw},
+    return StepParams(**{**{k: getattr(base, k) for k in FIXED}, **{k: getattr(base, k) for k in BOUNDS}, **kw},
                       engines=eng, source=base.source)
 
 

@@ -22,17 +22,30 @@ embedding / final norm / LM head:
   processing, incremental detokenisation and streaming), zero in an offline batch run, and a cost
   per step for each GPU worker beyond the first (``serving_worker``: the driver hands each step to
   every worker process), also zero offline;
-* power per GPU: ``min(limit, idle + (limit - idle) x clip(base + a_c x u_c + a_m x u_m + a_b x u_b, 0, 1)
-  + e_b x bytes / t)`` with ``u_c = sum C_k / t`` and ``u_m = sum M_k / t`` the shares of the step that the
-  arithmetic units and the memory system would be busy at their peaks, ``u_b = sum t_k / t`` (kernel
-  time without gaps, at most 1) the share of the step that kernels run at whatever rate they reach,
-  and ``e_b`` the energy of moving one byte between memory and the cores (W). A running kernel keeps
-  the SMs clocked and issuing even where it reaches a small part of the peaks (grouped expert GEMMs,
-  dequantising kernels): ``a_b`` is that activity's share of the dynamic range, which host gaps
-  between steps do not draw. The arithmetic units draw a share of the GPU's dynamic
-  range, which its power limit is sized for; data movement costs energy per byte, a property of the
-  memory and on-chip fabric rather than of the power limit (a GPU whose limit is high for its
-  bandwidth draws a smaller share of it in memory-bound decode). Fits set ``a_m = 0`` and fit ``e_b``;
+* power per GPU: ``min(limit, static x (1 + base + a_b x u_b) + A x u_c + (e_b + e_dram) x bytes / t)``,
+  energy per unit of work plus a static draw, with the power limit only as a cap:
+
+  - ``static``: the GPU's own idle draw (catalog ``idle_power_w`` with its source, else the median
+    of its device class; :func:`llmco2.specs.gpus.static_power_w`), never a share of the limit;
+  - ``A = e_op(node) x peak16``: the power of the GPU's arithmetic at its dense fp16 peak, with
+    ``e_op(node) = op_pj_7nm x (node / 7 nm) ^ op_node_exp`` the energy of one fp16 tensor operation
+    on the GPU's process node (pJ; fitted across GPUs, bounded by published figures). ``u_c = sum C_k / t``
+    is the share of the step the arithmetic units would be busy at the peak of the step's own
+    precision, so ``A x u_c`` charges each operation ``e_op x peak16 / peak(precision)``: an FP8 or
+    INT8 operation on a GPU that runs them twice as fast costs half the energy of an FP16 one, and
+    a GPU's arithmetic at its peak draws the same power in every precision;
+  - ``u_b = sum t_k / t`` (kernel time without gaps, at most 1): the share of the step that kernels
+    run at whatever rate they reach; a running kernel keeps the SMs clocked and issuing even where
+    it reaches a small part of the peaks (grouped expert GEMMs, dequantising kernels): the clock
+    tree, schedulers and leakage at the raised voltage of the same silicon whose draw at rest is
+    the static power, so that activity is ``a_b`` times the static draw (``base`` times it for a
+    GPU running steps at all), which host gaps between steps do not draw. A GPU with more
+    arithmetic units at the same node therefore spends no more per token: its operations cost the
+    same, its static draw is its own;
+  - data movement costs energy per byte: ``e_dram`` (the DRAM technology's access energy,
+    :mod:`llmco2.specs.memory`) plus ``e_b`` on chip (caches, network on chip; fitted), for the
+    bytes ``u_m x bandwidth`` a step moves per second;
+
   energy = power x t x GPUs (J).
 
 Parameters (:class:`StepParams`) are fitted jointly on isolated and serving measurements
@@ -52,12 +65,11 @@ from numpy.typing import NDArray
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis, LayerBatch, analyze_layers
 from llmco2.analytic.model import head_costs
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id
+from llmco2.specs.gpus import static_power_w
+from llmco2.specs.memory import dram_pj_per_byte
 
 Array = NDArray[np.float64]
 Item = tuple[ModelArch, Request, GPU]
-#: Idle power as a fraction of the power limit where the catalog has none: 120 W of 700 W read with
-#: NVML on an idle H100 SXM holding a model (``../shared/data/h100_hf/README.md``).
-IDLE_FRACTION_OF_TDP = 120.0 / 700.0
 HEAD_KERNELS = ("embedding", "final_norm", "lm_head")
 SLOTS = (*KERNEL_NAMES, *HEAD_KERNELS)
 #: The MLP matrices, which a mixture-of-experts layer runs as grouped GEMMs over its experts.
@@ -100,9 +112,11 @@ class StepParams:
     collective_s: float = 10e-6
     eta_network: float = 0.7
     power_base: float = 0.2
-    power_compute: float = 0.6
+    power_compute: float = 1.0  # share of the arithmetic power at the peak per unit of u_c (1: op_pj_7nm is the energy per operation)
     power_memory: float = 0.0
-    memory_pj_per_byte: float = 150.0  # e_b: energy per byte moved to or from memory (pJ)
+    memory_pj_per_byte: float = 30.0  # e_b: on-chip energy per byte moved to or from memory (pJ), beside the DRAM's own
+    op_pj_7nm: float = 1.0  # energy of one dense fp16 tensor operation on a 7 nm GPU (pJ)
+    op_node_exp: float = 1.0  # exponent of the process node (nm) in the energy per operation
     eta_expert: float = 1.0  # achieved fraction of a dense GEMM's rate that grouped expert GEMMs reach
     power_busy: float = 0.0  # share of the dynamic range drawn while kernels run, whatever their rate
     engines: dict[str, EngineOverhead] = field(default_factory=dict)
@@ -130,10 +144,10 @@ class StepParams:
 
 
 GLOBAL_PARAMS = ("eta_compute", "eta_memory", "kernel_gap_s", "collective_s", "eta_network", "power_base",
-                 "power_compute", "power_memory", "memory_pj_per_byte", "eta_expert", "power_busy")
+                 "power_compute", "power_memory", "memory_pj_per_byte", "eta_expert", "power_busy", "op_pj_7nm", "op_node_exp")
 #: Constants that files written before they existed lack, and the value that reads them as the
 #: model without them.
-OPTIONAL_PARAMS = {"memory_pj_per_byte": 0.0, "eta_expert": 1.0, "power_busy": 0.0}
+OPTIONAL_PARAMS = {"memory_pj_per_byte": 0.0, "eta_expert": 1.0, "power_busy": 0.0, "op_pj_7nm": 1.0, "op_node_exp": 1.0}
 
 
 @dataclass(frozen=True)
@@ -154,6 +168,9 @@ class StepShapes:
     mem_bw_bytes_per_s: Array  # memory bandwidth of one GPU (bytes/s)
     moe: Array  # [n] 1.0 where the MLP is a mixture of experts (its matrices run as grouped GEMMs)
     engines: list[str]
+    node_nm: Array  # [n] process node of the GPU (nm)
+    peak16_ops_per_s: Array  # [n] dense fp16 (or bf16) tensor peak of one GPU (ops/s)
+    dram_pj_per_byte: Array  # [n] DRAM access energy of the GPU's memory technology (pJ per byte)
 
     def __len__(self) -> int:
         return len(self.sequences)
@@ -162,7 +179,8 @@ class StepShapes:
         eng = [self.engines[i] for i in np.asarray(idx).tolist()]
         return StepShapes(self.compute_s[idx], self.memory_s[idx], self.network_s[idx], self.weight_s[idx], self.kernels[idx],
                           self.collectives[idx], self.sequences[idx], self.num_gpus[idx], self.tdp_w[idx], self.idle_w[idx],
-                          self.mem_bw_bytes_per_s[idx], self.moe[idx], eng)
+                          self.mem_bw_bytes_per_s[idx], self.moe[idx], eng, self.node_nm[idx], self.peak16_ops_per_s[idx],
+                          self.dram_pj_per_byte[idx])
 
     def merged(self, other: StepShapes) -> StepShapes:
         """One iteration doing the work of both (a chunked-prefill step: a prefill and a decode
@@ -171,25 +189,67 @@ class StepShapes:
         return StepShapes(self.compute_s + other.compute_s, self.memory_s + other.memory_s - shared,
                           self.network_s + other.network_s, np.maximum(self.weight_s, other.weight_s),
                           np.maximum(self.kernels, other.kernels), np.maximum(self.collectives, other.collectives),
-                          self.sequences + other.sequences, self.num_gpus, self.tdp_w, self.idle_w, self.mem_bw_bytes_per_s, self.moe, self.engines)
+                          self.sequences + other.sequences, self.num_gpus, self.tdp_w, self.idle_w, self.mem_bw_bytes_per_s, self.moe, self.engines,
+                          self.node_nm, self.peak16_ops_per_s, self.dram_pj_per_byte)
+
+
+@dataclass(frozen=True)
+class HardwareRows:
+    """What one GPU's power depends on besides its work, per row (arrays ``[n]``): its static (idle)
+    power (W), process node (nm), dense fp16 tensor peak (ops/s) and DRAM access energy (pJ/byte)."""
+
+    idle_w: Array
+    node_nm: Array
+    peak16_ops_per_s: Array
+    dram_pj_per_byte: Array
+
+    def take(self, idx: NDArray[np.int64]) -> HardwareRows:
+        return HardwareRows(self.idle_w[idx], self.node_nm[idx], self.peak16_ops_per_s[idx], self.dram_pj_per_byte[idx])
+
+    @classmethod
+    def of(cls, gpus: Sequence[GPU]) -> HardwareRows:
+        """The rows of ``gpus`` (one per GPU; looked up once per distinct GPU)."""
+        seen: dict[int, tuple[float, float, float, float]] = {}
+        vals = np.array([seen.setdefault(id(g), gpu_power_fields(g)) for g in gpus], dtype=np.float64).reshape(-1, 4)
+        return cls(*(np.ascontiguousarray(vals[:, k]) for k in range(4)))
 
 
 def idle_power_w(gpu: GPU) -> float:
-    """Idle power of one GPU (W): catalog ``idle_power_w``, else :data:`IDLE_FRACTION_OF_TDP` x limit."""
-    return float(gpu.idle_power_w) if gpu.idle_power_w is not None else IDLE_FRACTION_OF_TDP * float(gpu.tdp_w)
+    """Static (idle) power of one GPU (W): :func:`llmco2.specs.gpus.static_power_w`."""
+    return float(static_power_w(gpu)[0])
+
+
+def peak16_ops_per_s(gpu: GPU) -> float:
+    """Dense fp16 tensor peak of ``gpu`` (ops/s; bf16 where fp16 is not published, else its
+    fastest floating-point peak)."""
+    for dtype in ("fp16", "bf16"):
+        if gpu.supports(dtype):
+            return gpu.peak_ops_per_s(dtype)
+    floats = [d for d in gpu.peak_dense_tops if d.startswith(("fp", "bf", "tf"))]
+    return max(gpu.peak_ops_per_s(d) for d in floats) if floats else max(gpu.peak_ops_per_s(d) for d in gpu.peak_dense_tops)
+
+
+def gpu_power_fields(gpu: GPU) -> tuple[float, float, float, float]:
+    """``(idle W, node nm, fp16 peak ops/s, DRAM pJ/byte)`` of one GPU."""
+    return (idle_power_w(gpu), float(gpu.process_node_nm), peak16_ops_per_s(gpu), dram_pj_per_byte(gpu.memory_type))
+
+
+def arithmetic_power_w(p: StepParams, node_nm: Any, peak16_ops_per_s: Any) -> Any:
+    """Power (W) of a GPU's arithmetic at its dense fp16 peak: ``op_pj_7nm x (node / 7) ^ op_node_exp x peak``."""
+    return p.op_pj_7nm * 1e-12 * (node_nm / 7.0) ** p.op_node_exp * peak16_ops_per_s
 
 
 def step_shapes(items: Sequence[Item], phase: str, steps: Array | float = 1.0) -> StepShapes:
     """Per-step work of each request's ``phase`` (``"prefill"``: one step; ``"decode"``: the phase
     divided by ``steps``, the number of decode steps it holds, ``generated - 1``)."""
     b = LayerBatch.from_items(list(items), validate=False)
-    return shapes_of(analyze_layers(b), phase, steps, [engine_id(r.engine) for _, r, _ in items], _idle_of([g for _, _, g in items]))
+    return shapes_of(analyze_layers(b), phase, steps, [engine_id(r.engine) for _, r, _ in items], HardwareRows.of([g for _, _, g in items]))
 
 
-def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[str], idle_w: Array) -> StepShapes:
+def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[str], hw: HardwareRows) -> StepShapes:
     """:class:`StepShapes` of ``phase`` from an analysis of the requests (their layer batch
     ``a.batch``), divided by ``steps`` (see :func:`step_shapes`); ``engines`` are engine ids and
-    ``idle_w`` the idle power of one GPU (W), per request."""
+    ``hw`` the power-relevant hardware of each request's GPU."""
     b = a.batch
     heads = head_costs(b, phase)
     n, k = len(b), len(SLOTS)
@@ -210,14 +270,8 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
     collectives = np.sum([a.present[name].astype(np.float64) for name in KERNEL_NAMES if name.startswith("all_reduce")], axis=0)
     return StepShapes(comp / s[:, None], mem / s[:, None], net / s[:, None], wt / s[:, None], per_layer * b.layers + len(HEAD_KERNELS),
                       collectives * b.layers, b.batch.astype(np.float64), b.num_gpus.astype(np.float64),
-                      b.tdp_w.astype(np.float64), np.asarray(idle_w, dtype=np.float64), b.mem_bw_bytes_per_s.astype(np.float64),
-                      b.moe.astype(np.float64), list(engines))
-
-
-def _idle_of(gpus: Sequence[GPU]) -> Array:
-    """Idle power of each row's GPU, computed once per distinct GPU object."""
-    seen: dict[int, float] = {}
-    return np.array([seen.setdefault(id(g), idle_power_w(g)) for g in gpus], dtype=np.float64)
+                      b.tdp_w.astype(np.float64), hw.idle_w, b.mem_bw_bytes_per_s.astype(np.float64),
+                      b.moe.astype(np.float64), list(engines), hw.node_nm, hw.peak16_ops_per_s, hw.dram_pj_per_byte)
 
 
 def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = False,
@@ -301,7 +355,8 @@ FLOATS = Elementwise(max, min)
 
 def time_and_power(w: WorkSums, hw: Any, p: StepParams, overheads: tuple, ops: Elementwise = ARRAYS) -> tuple[Any, Any]:
     """Latency (s) and power of all GPUs (W) of steps with work ``w`` on hardware ``hw`` (anything with
-    ``num_gpus``, ``tdp_w``, ``idle_w`` and ``mem_bw_bytes_per_s``: arrays over steps, or floats with
+    ``num_gpus``, ``tdp_w``, ``idle_w``, ``mem_bw_bytes_per_s``, ``node_nm``, ``peak16_ops_per_s`` and
+    ``dram_pj_per_byte``: arrays over steps, or floats with
     ``ops=FLOATS``), under host ``overheads`` (:func:`overhead_arrays`, or its five values for one step)."""
     step, per_seq, launch, graphs, coll = overheads
     t_gpu = w.gpu_time_s(p, coll)
@@ -310,7 +365,8 @@ def time_and_power(w: WorkSums, hw: Any, p: StepParams, overheads: tuple, ops: E
     u_c = w.compute_s / t
     u_m = w.memory_s / t
     busy = ops.minimum(w.kernel_s / t, 1.0)
-    level = ops.minimum(ops.maximum(p.power_base + p.power_compute * u_c + p.power_memory * u_m + p.power_busy * busy, 0.0), 1.0)
-    moving_w = p.memory_pj_per_byte * 1e-12 * u_m * hw.mem_bw_bytes_per_s
-    power = hw.num_gpus * ops.minimum(hw.idle_w + (hw.tdp_w - hw.idle_w) * level + moving_w, hw.tdp_w)
+    active = ops.maximum(1.0 + p.power_base + p.power_busy * busy, 0.0)  # the static draw of a GPU running steps
+    arithmetic_w = arithmetic_power_w(p, hw.node_nm, hw.peak16_ops_per_s) * (p.power_compute * u_c + p.power_memory * u_m)
+    moving_w = (p.memory_pj_per_byte + hw.dram_pj_per_byte) * 1e-12 * u_m * hw.mem_bw_bytes_per_s
+    power = hw.num_gpus * ops.minimum(hw.idle_w * active + arithmetic_w + moving_w, hw.tdp_w)
     return t, power

@@ -39,7 +39,8 @@ def step_phase_cost(params: StepParams, analysis: LayerAnalysis, x: PhaseInputs)
     energy, latency = np.zeros((n, 2)), np.zeros((n, 2))
     for j, phase in enumerate(PHASE_NAMES):
         steps = x.steps[:, j]
-        shapes = shapes_of(analysis, phase, np.maximum(steps, 1.0), x.engines, x.idle_w)
+        assert x.hardware is not None, "PhaseInputs.build gives every request its hardware rows"
+        shapes = shapes_of(analysis, phase, np.maximum(steps, 1.0), x.engines, x.hardware)
         c = step_cost(shapes, params)
         latency[:, j] = c.time_s * steps
         energy[:, j] = c.energy_j * steps

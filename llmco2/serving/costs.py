@@ -37,6 +37,7 @@ from llmco2.errors import InvalidInputError
 from llmco2.serving.grid_rows import PowerRow, power_row
 from llmco2.serving.merged_steps import MergedStepCost
 from llmco2.specs import GPU, ModelArch, Request
+from llmco2.specs.gpus import static_power_w
 
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
@@ -44,10 +45,6 @@ Array = NDArray[np.float64]
 BATCH_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 CONTEXT_GRID = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 DECODE_PROBE = 8
-# Idle power of a data-centre GPU holding a loaded model, as a fraction of its TDP, where the
-# catalog has no idle figure: 120 W measured on an H100 SXM (700 W TDP) with NVML before this
-# project's own H100 sweep (shared/data/h100_hf/README.md: "Idle power read before: 120 W").
-IDLE_FRACTION_OF_TDP = 120.0 / 700.0
 # Share of GPU memory the engine may use (vLLM's default ``gpu_memory_utilization``, 0.9);
 # the rest holds the CUDA context, activations and graphs.
 GPU_MEMORY_UTILIZATION = 0.9
@@ -93,11 +90,10 @@ def decode_runner(cost: IterationCost) -> DecodeRun:
 
 
 def idle_power_w(gpu: GPU, num_gpus: int) -> tuple[float, str]:
-    """Idle power of ``num_gpus`` GPUs (W) and where the figure comes from."""
-    if gpu.idle_power_w:
-        return float(gpu.idle_power_w) * num_gpus, f"catalog idle_power_w of {gpu.id}"
-    return IDLE_FRACTION_OF_TDP * gpu.tdp_w * num_gpus, (f"{IDLE_FRACTION_OF_TDP:.3f} x TDP ({gpu.id} has no catalog idle "
-                                                         "figure; 120 W of 700 W measured on an H100 SXM)")
+    """Idle power of ``num_gpus`` GPUs (W; only the GPUs, not the host) and where the figure comes from
+    (:func:`llmco2.specs.gpus.static_power_w`)."""
+    watts, source = static_power_w(gpu)
+    return float(watts) * num_gpus, source
 
 
 def memory_budget(arch: ModelArch, gpu: GPU, request: Request) -> dict[str, float]:

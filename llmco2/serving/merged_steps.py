@@ -156,7 +156,11 @@ class ScalarHardware:
     tdp_w: float
     idle_w: float
     mem_bw_bytes_per_s: float
+    node_nm: float
+    peak16_ops_per_s: float
+    dram_pj_per_byte: float
 
     @classmethod
     def of(cls, x: StepShapes) -> ScalarHardware:
-        return cls(float(x.num_gpus[0]), float(x.tdp_w[0]), float(x.idle_w[0]), float(x.mem_bw_bytes_per_s[0]))
+        return cls(*(float(getattr(x, f)[0]) for f in ("num_gpus", "tdp_w", "idle_w", "mem_bw_bytes_per_s", "node_nm",
+                                                         "peak16_ops_per_s", "dram_pj_per_byte")))

@@ -172,7 +172,8 @@ def _concat(xs: list[SteadyShapes]) -> SteadyShapes:
         return StepShapes(*(np.concatenate([getattr(v, f) for v in s]) for f in ("compute_s", "memory_s", "network_s", "weight_s",
                                                                                  "kernels", "collectives", "sequences", "num_gpus",
                                                                                  "tdp_w", "idle_w", "mem_bw_bytes_per_s", "moe")),
-                          [e for v in s for e in v.engines])
+                          [e for v in s for e in v.engines],
+                          *(np.concatenate([getattr(v, f) for v in s]) for f in ("node_nm", "peak16_ops_per_s", "dram_pj_per_byte")))
     return SteadyShapes(steps("decode"), steps("prefill"), *(np.concatenate([getattr(x, f) for x in xs])
                                                              for f in ("batch", "share", "chunked", "context")))
 

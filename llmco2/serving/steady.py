@@ -98,7 +98,8 @@ def steady_shapes(cases: Sequence[ServerCase]) -> SteadyShapes:
                           np.where(chunked[:, None], mixed.weight_s, prefill.weight_s),
                           np.where(chunked, mixed.kernels, prefill.kernels), np.where(chunked, mixed.collectives, prefill.collectives),
                           np.where(chunked, mixed.sequences, prefill.sequences), prefill.num_gpus, prefill.tdp_w,
-                          prefill.idle_w, prefill.mem_bw_bytes_per_s, prefill.moe, prefill.engines)
+                          prefill.idle_w, prefill.mem_bw_bytes_per_s, prefill.moe, prefill.engines, prefill.node_nm,
+                          prefill.peak16_ops_per_s, prefill.dram_pj_per_byte)
     return SteadyShapes(decode, combined, np.array(batch, float), np.array(share, float), chunked, np.array(ctx, float))
 
 

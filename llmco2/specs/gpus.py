@@ -243,29 +243,37 @@ def device_class(gpu: GPU) -> str:
     return GDDR_PCIE
 
 
-def _twin_with_idle(gpu: GPU, catalog: Catalog[GPU]) -> GPU | None:
-    """A catalog GPU with a sourced idle figure that differs from ``gpu`` only in memory capacity.
+def _mounting(gpu: GPU) -> str:
+    """``"module"`` for a GPU on a mezzanine or superchip module (SXM, OAM, superchip), else ``"card"``."""
+    return "module" if gpu.form_factor.upper().startswith(("SXM", "OAM")) or gpu.form_factor == "superchip" else "card"
 
-    Same architecture, die, form factor, memory type, memory bandwidth and power limit (e.g. V100 SXM2 16 GB
-    and 32 GB): the idle power of one board stands for the other.
+
+def _twin_with_idle(gpu: GPU, catalog: Catalog[GPU]) -> GPU | None:
+    """A catalog GPU with a sourced idle figure built on the same die and mounted alike.
+
+    Same architecture, die area, process node and mounting (:func:`_mounting`; e.g. V100 SXM2 16 GB
+    and 32 GB; A100 SXM4 40 GB and 80 GB; H100 SXM, H200 and GH200's GPU; RTX A6000 and A40): the idle
+    draw of one board stands for the other, whose memory differs in capacity, stacks or speed. Cards
+    (PCIe) are twins only at the same board power as well (one die is sold from 150 W to 300 W
+    cards, whose boards differ); for modules the power limit plays no part, so capping a module
+    leaves its static power as it is. Among several, the one with the same memory type and form
+    factor is preferred.
     """
-    for other in catalog:
-        if other.id == gpu.id or other.idle_power_w is None:
-            continue
-        same = (other.architecture, other.die_area_mm2, other.form_factor, other.memory_type,
-                other.memory_bandwidth_gb_s, other.tdp_w) == (
-                gpu.architecture, gpu.die_area_mm2, gpu.form_factor, gpu.memory_type,
-                gpu.memory_bandwidth_gb_s, gpu.tdp_w)
-        if same and gpu.die_area_mm2 is not None:
-            return other
-    return None
+    if gpu.die_area_mm2 is None:
+        return None
+    key = (gpu.architecture, gpu.die_area_mm2, gpu.process_node_nm, _mounting(gpu))
+    twins = [o for o in catalog if o.id != gpu.id and o.idle_power_w is not None
+             and (o.architecture, o.die_area_mm2, o.process_node_nm, _mounting(o)) == key
+             and (key[3] == "module" or o.tdp_w == gpu.tdp_w)]
+    twins.sort(key=lambda o: (o.memory_type != gpu.memory_type, o.form_factor != gpu.form_factor, o.id))
+    return twins[0] if twins else None
 
 
 def static_power_w(gpu: GPU | str) -> tuple[float, str]:
     """Static (idle) power of one GPU in watts, and a text saying where the figure comes from.
 
     1. the catalog's sourced ``idle_power_w``;
-    2. else the sourced figure of a catalog twin that differs only in memory capacity;
+    2. else the sourced figure of a catalog twin: the same die, mounted alike;
     3. else :data:`STATIC_POWER_FALLBACK_W` of the GPU's :func:`device_class` (a class median).
 
     No branch multiplies ``tdp_w``. A fallback at or above the GPU's own limit (possible only for a user-defined
@@ -278,7 +286,7 @@ def static_power_w(gpu: GPU | str) -> tuple[float, str]:
     twin = _twin_with_idle(gpu, gpu_catalog())
     if twin is not None:
         return float(twin.idle_power_w or 0.0), (
-            f"idle_power_w of {twin.id}, which differs from {gpu.id} only in memory capacity")
+            f"idle_power_w of {twin.id}, the same die as {gpu.id}, mounted alike")
     cls = device_class(gpu)
     value = STATIC_POWER_FALLBACK_W[cls]
     text = (f"fallback: median sourced idle power of the catalog's {cls} GPUs ({value:g} W); "

@@ -48,8 +48,7 @@ Catalog mappings (the evidence is at each table): GPUs :data:`DEVICES`, engines
 :func:`engine_for`, precision :func:`precision_for`, models :data:`MODELS` (fine-tunes with the
 published architecture of a catalog model) and otherwise the catalog's own name resolution.
 A GPU or model the catalog does not have drops the row, counted under ``device not in catalog:
-<name>`` / ``model not in catalog: <name>`` (the hb_thesis models, Llama-3.2-1B and -3B, have no
-catalog entry at the time of writing, so that file imports no rows until they are added).
+<name>`` / ``model not in catalog: <name>``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,124 @@
+"""The step physics alone on isolated batch runs, leave one data-centre GPU out.
+
+For each held-out GPU the constants of the step physics (:mod:`llmco2.models.step_physics`) are
+fitted on the isolated runs of every other GPU (:func:`llmco2.models.step_isolated.fit_isolated`'s
+settings: latency and power of each source, robust log loss) and predict the held-out GPU's rows
+from its catalog entry alone. Beside it: a roofline latency x TDP estimate with nothing fitted
+(every kernel at the catalog peak that binds it, no overheads, the GPU at its power limit: what
+llm-analysis and LLM-Viewer give with efficiencies of 1).
+
+Rows: the isolated sources of :data:`llmco2.models.step_isolated.SOURCES` in the data config
+(flagged rows left out as in training; bitsandbytes rows left out). Per held-out GPU: median APE of
+energy, latency and average power (power and energy only where the row's energy is usable).
+
+    python experiments/step_lodo.py [--data conf/data/datacentre_lodo.yaml] [--markdown experiments/results/step_lodo.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from llmco2.models.experiment import _register_resolvers, load_rows
+from llmco2.models.step_fit import BOUNDS, fit_step_params
+from llmco2.models.step_isolated import ISOLATED_BOUNDS, IsolatedRows, isolated_rows
+from llmco2.models.step_physics import EngineOverhead, StepParams
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The collected rows (``../shared/data/collected``) beside the data config's sources.
+COLLECTED = ("collected/energy_code_eval.csv", "collected/hb_thesis_a100pcie.csv", "collected/mlenergy_v1_legacy.csv")
+MIN_ROWS = 5
+
+
+def roofline_tdp(engines: list[str]) -> StepParams:
+    """Roofline latency x TDP as step constants: peaks, no overheads, power at the limit (the cap)."""
+    zero = EngineOverhead(0.0, 0.0, 0.0, True)
+    return StepParams(eta_compute=1.0, eta_memory=1.0, kernel_gap_s=0.0, collective_s=0.0, eta_network=1.0, power_base=1e6,
+                      power_compute=0.0, power_memory=0.0, memory_pj_per_byte=0.0,
+                      engines={e: zero for e in engines}, source="roofline x TDP")
+
+
+def fit_without(iso: IsolatedRows, train: np.ndarray) -> StepParams:
+    """Constants fitted on the isolated rows under ``train`` (``fit_isolated``'s settings)."""
+    engines = sorted({iso.decode.engines[i] for i in np.flatnonzero(train)})
+    names = tuple(n for n in BOUNDS if n not in ("eta_expert", "power_busy"))
+    p, _ = fit_step_params(iso.observations(train), engines, online_engines=[], names=names, bounds=ISOLATED_BOUNDS,
+                           source="isolated runs without the held-out GPU")
+    return p
+
+
+def errors(iso: IsolatedRows, p: StepParams, rows: np.ndarray) -> dict[str, float]:
+    """Median APE (%) of energy, latency and power of ``rows``, and the rows behind each."""
+    lat, energy = iso.cost(p)
+    lat_m = pd.to_numeric(iso.rows["latency_s"], errors="coerce").to_numpy(float)
+    e_m = pd.to_numeric(iso.rows["energy_j"], errors="coerce").to_numpy(float)
+    has_lat = rows & np.isfinite(lat_m) & (lat_m > 0)
+    has_e = has_lat & iso.usable_energy & np.isfinite(e_m) & (e_m > 0)
+
+    def mdape(pred: np.ndarray, meas: np.ndarray, sel: np.ndarray) -> float:
+        ape = np.abs(pred[sel] / meas[sel] - 1.0)
+        ape = np.where(np.isfinite(ape), ape, np.inf)  # a prediction of no time (0 / 0) counts as the worst
+        return float(np.median(ape) * 100) if sel.any() else float("nan")
+
+    return {"energy": mdape(energy, e_m, has_e), "latency": mdape(lat, lat_m, has_lat),
+            "power": mdape(energy / lat, e_m / lat_m, has_e), "energy_rows": int(has_e.sum()), "latency_rows": int(has_lat.sum())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT / "conf/data/datacentre_lodo.yaml")
+    parser.add_argument("--markdown", type=Path)
+    parser.add_argument("--holdout", nargs="*", default=None, help="GPUs to hold out (default: every GPU with energy rows)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    from omegaconf import OmegaConf
+
+    _register_resolvers()
+    cfg = OmegaConf.to_container(OmegaConf.load(args.data), resolve=True)
+    assert isinstance(cfg, dict)
+    sources = [s for s in cfg["sources"] if s["format"] != "co2meter"]
+    root = Path(next(s["path"] for s in sources if s["format"] == "argonne")).parents[1]
+    sources += [{"format": "collected", "path": str(root / rel)} for rel in COLLECTED]
+    start = time.perf_counter()
+    table = load_rows(sources, cfg.get("exclude_flags"), cfg.get("exclude_sources"), 0)
+    iso = isolated_rows(table)
+    device = iso.rows["device"].astype(str).to_numpy()
+    e_ok = iso.usable_energy & np.isfinite(pd.to_numeric(iso.rows["energy_j"], errors="coerce").to_numpy(float))
+    gpus = args.holdout or sorted(g for g in set(device) if (e_ok & (device == g)).sum() >= MIN_ROWS)
+    engines = sorted(set(iso.decode.engines))
+    lines = [f"Rows: {len(iso.rows)} isolated runs ({', '.join(f'{k} {v}' for k, v in iso.rows['source'].value_counts().items())}); "
+             f"`python experiments/step_lodo.py` (deterministic: least squares, no random seed).", "",
+             "| held out | energy rows | step physics: energy MdAPE | latency MdAPE | power MdAPE | roofline x TDP: energy MdAPE | power MdAPE |",
+             "|---|---|---|---|---|---|---|"]
+    summary = []
+    for g in gpus:
+        held = device == g
+        p = fit_without(iso, ~held)
+        ours, base = errors(iso, p, held), errors(iso, roofline_tdp(engines), held)
+        summary.append(ours)
+        lines.append(f"| {g} | {ours['energy_rows']} | {ours['energy']:.1f}% | {ours['latency']:.1f}% | {ours['power']:.1f}% | "
+                     f"{base['energy']:.1f}% | {base['power']:.1f}% |")
+        print(lines[-1], flush=True)
+    mean = {k: float(np.nanmean([s[k] for s in summary])) for k in ("energy", "latency", "power")}
+    lines.append(f"| mean of the held-out GPUs | | {mean['energy']:.1f}% | {mean['latency']:.1f}% | {mean['power']:.1f}% | | |")
+    all_rows = np.ones(len(device), dtype=bool)
+    fitted = fit_without(iso, all_rows)
+    e = errors(iso, fitted, all_rows)
+    lines += ["", f"Fitted on every row, judged on every row: energy {e['energy']:.1f}%, latency {e['latency']:.1f}%, "
+              f"power {e['power']:.1f}% median APE ({time.perf_counter() - start:.0f} s in all).", "",
+              "Constants fitted on every row: " + ", ".join(f"{k} {fitted.to_dict()[k]:.4g}" for k in
+                                                           ("eta_compute", "eta_memory", "kernel_gap_s", "power_base",
+                                                            "memory_pj_per_byte", "op_pj_7nm", "op_node_exp"))]
+    text = "# Step physics alone, leave one GPU out (isolated batch runs)\n\n" + "\n".join(lines) + "\n"
+    if args.markdown:
+        args.markdown.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
