@@ -83,7 +83,8 @@ def main() -> None:
     assert isinstance(cfg, dict)
     sources = [s for s in cfg["sources"] if s["format"] != "co2meter"]
     root = Path(next(s["path"] for s in sources if s["format"] == "argonne")).parents[1]
-    sources += [{"format": "collected", "path": str(root / rel)} for rel in COLLECTED]
+    have = {str(Path(s["path"]).resolve()) for s in sources}
+    sources += [{"format": "collected", "path": str(root / rel)} for rel in COLLECTED if str((root / rel).resolve()) not in have]
     start = time.perf_counter()
     table = load_rows(sources, cfg.get("exclude_flags"), cfg.get("exclude_sources"), 0)
     iso = isolated_rows(table)
