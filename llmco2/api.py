@@ -199,8 +199,9 @@ def predict_frame(frame: Any, *, engine: str = "vllm", region: str | None = None
 
     ``frame``: a pandas DataFrame or pyarrow Table with the columns of ``llmco2 predict
     --requests`` (``model, gpu, batch_size, prompt_tokens, generated_tokens`` [, ``num_gpus,
-    tensor_parallel, dtype, flash_attention, engine``], and ``timestamp`` [, ``region``] with
-    ``intensity``). The result has the same type, the input columns (a column named like a
+    tensor_parallel, dtype, flash_attention, engine, region``], and ``timestamp`` [, ``region``] with
+    ``intensity``). A ``region`` column charges each row at its own region's annual intensity (an
+    empty cell: ``region``). The result has the same type, the input columns (a column named like a
     prediction column is replaced) and ``prefill_j, decode_j, total_j`` (J), their interval ends,
     ``latency_s`` (s), ``operational_g, embodied_g, total_g`` (g CO2eq) and ``extrapolated``: the
     numbers ``predict --requests`` writes for the same rows. ``engine``, ``dtype`` and
@@ -224,6 +225,10 @@ def predict_frame(frame: Any, *, engine: str = "vllm", region: str | None = None
     assume = resolve_assumptions(_distinct_gpus(requests), None if hourly is not None else region, carbon_intensity, pue,
                                  lifetime_years, engine=defaults.engine)
     g = _frame_intensities(table, hourly, region) if hourly is not None else None
+    if g is None and carbon_intensity is None and "region" in table.column_names:  # each row at its own region
+        from llmco2.carbon.region_rows import row_intensities
+
+        g = row_intensities(table.column("region").to_pylist(), region)
     predictor = load_predictor(checkpoint)
     parts: list[list[Any]] = []
     for lo in range(0, len(requests), CHUNK_ROWS):

@@ -177,9 +177,14 @@ def predict_part(part: Part, out: str, args: argparse.Namespace, assume: dict[st
     writer = None
     try:
         predictor = load_predictor(args.checkpoint)
+        regions = None
+        if getattr(args, "carbon_intensity", None) is None:  # a region column: each row at its own region
+            from llmco2.carbon.region_rows import ChunkRegions
+
+            regions = ChunkRegions(part.src, getattr(args, "region", None))
         with reused_memory(), rare_collections():  # as in a single-process run: no page-fault churn
             for chunk in iter_request_chunks(Path(part.src), defaults=args, chunk_rows=chunk_rows, rows=(part.start, part.stop)):
-                batch, _ = prediction_batch(chunk, keep, predictor, assume)
+                batch, _ = prediction_batch(chunk, keep, predictor, assume, regions)
                 writer = writer or pq.ParquetWriter(str(tmp), batch.schema)  # created with the usual permissions
                 writer.write_batch(batch)
                 rows += batch.num_rows

@@ -148,6 +148,12 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
 
         hourly = request_file_hours(src, args.intensity_file, args.region)
         assume["grid"] = hourly.grid
+    elif getattr(args, "carbon_intensity", None) is None:  # a region column: each row at its own region
+        from llmco2.carbon.region_rows import request_file_regions
+
+        hourly = request_file_regions(src, list(first.header), args.region)
+        if hourly is not None:
+            assume["grid"] = hourly.grid
     total = count_rows(src) if sys.stderr.isatty() else None
     parquet_out = out.suffix.lower() in (".parquet", ".pq")
     output = ResumableOutput(out, _fingerprint(args, src, parquet_out)).open()

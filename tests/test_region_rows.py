@@ -1,0 +1,85 @@
+"""A region column in a request log charges each row at its own region's grid intensity (file,
+Python API and cluster worker), and an unknown region is refused before anything is written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import llmco2
+from llmco2.carbon.accounting import region
+from llmco2.carbon.region_rows import ChunkRegions, row_intensities
+from tests.helpers import run_cli as run
+
+HEADER = "model,gpu,batch_size,prompt_tokens,generated_tokens,region\n"
+ROW = "llama3.1-8b,h100,1,100,10,{}\n"
+
+
+def _file(tmp_path: Path, regions: list[str]) -> Path:
+    src = tmp_path / "log.csv"
+    src.write_text(HEADER + "".join(ROW.format(r) for r in regions))
+    return src
+
+
+def test_each_row_is_charged_at_its_own_region(tmp_path: Path, capsys) -> None:
+    src = _file(tmp_path, ["FR", "DE", "", "aws:us-east-1"])
+    code, _, err = run(["predict", "--requests", str(src), "--out", str(tmp_path / "out.csv"), "--region", "usa"], capsys)
+    assert code == 0, err
+    out = pd.read_csv(tmp_path / "out.csv", keep_default_na=False)
+    g = [region(r).g_co2eq_per_kwh for r in ("fra", "deu", "usa", "aws:us-east-1")]
+    # same energy on every row: operational carbon in proportion to the rows' intensities
+    np.testing.assert_allclose(out["operational_g"] / out["operational_g"][0], np.array(g) / g[0], rtol=1e-6)
+    assert out["total_j"].nunique() <= 2  # float noise only
+    assert "per row (region column)" in err
+
+
+def test_an_unknown_region_is_refused_with_its_line_before_anything_is_written(tmp_path: Path, capsys) -> None:
+    src = _file(tmp_path, ["FR", "FR", "Narnia"])
+    code, _, err = run(["predict", "--requests", str(src), "--out", str(tmp_path / "out.csv")], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "line 4" in err and "Narnia" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv"]
+
+
+def test_a_carbon_intensity_overrides_the_region_column(tmp_path: Path, capsys) -> None:
+    src = _file(tmp_path, ["FR", "DE"])
+    code, _, err = run(["predict", "--requests", str(src), "--out", str(tmp_path / "out.csv"), "--carbon-intensity", "100"],
+                       capsys)
+    assert code == 0, err
+    out = pd.read_csv(tmp_path / "out.csv")
+    assert out["operational_g"].nunique() == 1
+
+
+def test_predict_frame_honours_the_region_column() -> None:
+    df = pd.DataFrame({"model": ["llama3.1-8b"] * 3, "gpu": ["h100"] * 3, "batch_size": [1] * 3, "prompt_tokens": [100] * 3,
+                       "generated_tokens": [10] * 3, "region": ["FR", "DE", None]})
+    out = llmco2.predict_frame(df, region="usa")
+    g = np.array([region(r).g_co2eq_per_kwh for r in ("fra", "deu", "usa")])
+    np.testing.assert_allclose(out["operational_g"] / out["operational_g"][0], g / g[0], rtol=1e-6)
+    with pytest.raises(llmco2.InvalidInputError, match="line 3"):
+        llmco2.predict_frame(df.assign(region=["FR", "Narnia", "DE"]))
+
+
+@dataclass
+class _Footprint:
+    """What a footprint's operational carbon depends on: energy (J) and PUE."""
+
+    total_j: np.ndarray
+    assumptions: dict
+    operational_g: np.ndarray | None = None
+
+
+def test_a_cluster_worker_applies_each_chunks_regions() -> None:
+    batch = pa.RecordBatch.from_pydict({"model": ["x", "x"], "region": ["FR", ""]})
+    chunk = SimpleNamespace(batch=batch, first_line=10)
+    fp = _Footprint(np.array([3.6e6, 3.6e6]), {"pue": {"value": 1.0}})  # 1 kWh each
+    out = ChunkRegions("log.csv", "deu").apply(fp, chunk)
+    np.testing.assert_allclose(out.operational_g, [region("fra").g_co2eq_per_kwh, region("deu").g_co2eq_per_kwh])
+    with pytest.raises(llmco2.InvalidInputError, match="log.csv, line 11"):
+        row_intensities(["FR", "Narnia"], None, "log.csv", first_line=10)
