@@ -45,15 +45,23 @@ class RequestChunk:
 
     Attributes:
         header: column names of the file.
-        batch: the rows' cells as an Arrow record batch of strings (written back with predictions).
+        batch: the rows' cells as an Arrow record batch of strings.
         table: the parsed requests.
         first_line: file line of the first row (the header is line 1).
+        native: the rows as the file types them (Parquet: integers, timestamps, ...; ``None`` for a
+            CSV, whose cells are text): what is written back beside the predictions.
     """
 
     header: list[str]
     batch: pa.RecordBatch
     table: RequestTable
     first_line: int
+    native: pa.RecordBatch | None = None
+
+    @property
+    def written(self) -> pa.RecordBatch:
+        """The input columns as they are written back: the file's own types."""
+        return self.native if self.native is not None else self.batch
 
 
 def _bool(text: str, field: str) -> bool:
@@ -213,11 +221,14 @@ def _parquet_batches(path: Path, chunk_rows: int) -> Iterator[pa.RecordBatch]:
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="--requests") from None
-    line = 2  # the lines a CSV of the same rows would have
-    for batch in pf.iter_batches(batch_size=chunk_rows):
-        cols = [_parquet_text(c, name, path, line) for c, name in zip(batch.columns, batch.schema.names, strict=True)]
-        yield pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
-        line += batch.num_rows
+    yield from pf.iter_batches(batch_size=chunk_rows)
+
+
+def _parquet_as_text(batch: pa.RecordBatch, path: Path, line: int) -> pa.RecordBatch:
+    """A typed Parquet batch whose first row is on ``line`` (the lines a CSV of the same rows
+    would have) as strings."""
+    cols = [_parquet_text(c, name, path, line) for c, name in zip(batch.columns, batch.schema.names, strict=True)]
+    return pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
 
 
 def _parquet_text(column: pa.Array, name: str, path: Path, line: int) -> pa.Array:
@@ -341,13 +352,16 @@ def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None
             continue
         if stop is not None and line - 2 + batch.num_rows > stop:
             batch = batch.slice(0, stop - (line - 2))
+        native = None
+        if parquet:
+            native, batch = batch, _parquet_as_text(batch, path, line)
         lines = line + np.arange(batch.num_rows, dtype=np.int64)
         try:
             table = parse_chunk(header, batch, lines, resolver, check_context)
         except InvalidInputError as exc:
             message = str(exc) if parquet else with_physical_line(path, str(exc))
             raise InvalidInputError(f"{path}, {message}", field=None) from None
-        yield RequestChunk(header, batch, table, line)
+        yield RequestChunk(header, batch, table, line, native)
         line += batch.num_rows
     if line == 2 and not start:
         raise InvalidInputError(f"{path} has a header but no requests", field="--requests")

@@ -169,7 +169,7 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
                     chunk = next(chunks, None)
                     continue
                 batch, fp = prediction_batch(chunk, keep, predictor, assume, hourly)
-                inputs = [chunk.batch.column(i) for i in keep]
+                inputs = [chunk.written.column(i) for i in keep]
                 if parquet_out:
                     def write(fh: Any, batch: Any = batch, head: bool = index == 0) -> None:
                         if head:

@@ -65,7 +65,7 @@ def prediction_batch(chunk: Any, keep: list[int], predictor: Any, assume: dict[s
     if hourly is not None:
         fp = hourly.apply(fp, chunk)
     names = [chunk.header[i] for i in keep]
-    inputs = [chunk.batch.column(i) for i in keep]
+    inputs = [chunk.written.column(i) for i in keep]  # the file's own column types
     return pa.RecordBatch.from_arrays([*inputs, *prediction_arrays(fp)], names=[*names, *PREDICTION_COLUMNS]), fp
 
 
