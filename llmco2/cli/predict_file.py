@@ -22,6 +22,7 @@ import numpy as np
 
 from llmco2.cli.prediction_chunks import (  # noqa: F401 - PREDICTION_COLUMNS and prediction_arrays are used from here too
     PREDICTION_COLUMNS,
+    batch_totals,
     file_gpus,
     kept_columns,
     prediction_arrays,
@@ -30,6 +31,8 @@ from llmco2.cli.prediction_chunks import (  # noqa: F401 - PREDICTION_COLUMNS an
     rare_collections,
     reused_memory,
     terminate_as_interrupt,
+    totals_line,
+    totals_record,
 )
 from llmco2.errors import Interrupted, InvalidInputError
 from llmco2.file_checks import check_input_file, check_output_path
@@ -183,7 +186,7 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
 
                     def write(fh: Any, batch: Any = batch, opts: Any = write_options) -> None:
                         pa_csv.write_csv(batch, fh, opts)
-                output.commit(len(chunk.table), write, {"extrapolated": int(np.count_nonzero(fp.extrapolated))})
+                output.commit(len(chunk.table), write, {"extrapolated": int(np.count_nonzero(fp.extrapolated)), **batch_totals(fp)})
                 progress["rows"] = output.rows
                 advance(len(chunk.table))
                 index += 1
@@ -205,7 +208,29 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
     sys.stderr.write(f"predicted {n:,} requests{again} in {seconds:.2f} s ({(n - resumed) / seconds:,.0f}/s) -> {out}; engine "
                      f"{engine} (rows without an engine column), grid {g['g_co2eq_per_kwh']:g} g/kWh "
                      f"({g['region'] or 'user value'}), PUE {assume['pue']['value']:g}; {extrapolated:,} extrapolated\n")
+    totals = totals_record(output.counts, n)
+    sys.stderr.write(totals_line(totals) + f" -> {write_totals(out, totals, assume)}\n")
     return 0
+
+
+def write_totals(out: Path, totals: dict[str, Any], assume: dict[str, Any]) -> Path:
+    """Write a batch run's totals and assumptions beside its output (``OUT.totals.json``, replaced
+    atomically); returns its path."""
+    import json
+    import os
+    import tempfile
+
+    path = out.with_name(out.name + ".totals.json")
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"output": out.name, **totals, "assumptions": assume}, fh, indent=1, default=str)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
 
 
 def first_chunk_limit() -> int:

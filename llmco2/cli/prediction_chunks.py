@@ -42,6 +42,42 @@ def prediction_arrays(fp: Any) -> list[Any]:
     return out
 
 
+#: Totals kept with each committed chunk, as integers (they are summed across resumed runs):
+#: energy and its interval ends in millijoules, carbon in micrograms CO2eq, rows without an embodied figure.
+TOTAL_KEYS = ("energy_mj", "energy_low_mj", "energy_high_mj", "operational_ug", "embodied_ug", "embodied_unknown")
+
+
+def batch_totals(fp: Any) -> dict[str, int]:
+    """The :data:`TOTAL_KEYS` of one chunk's footprint."""
+    embodied = np.asarray(fp.embodied_g, dtype=np.float64)
+    return {"energy_mj": int(round(float(np.sum(fp.total_j)) * 1e3)),
+            "energy_low_mj": int(round(float(np.sum(fp.total_low_j)) * 1e3)),
+            "energy_high_mj": int(round(float(np.sum(fp.total_high_j)) * 1e3)),
+            "operational_ug": int(round(float(np.sum(fp.operational_g)) * 1e6)),
+            "embodied_ug": int(round(float(np.nansum(embodied)) * 1e6)),
+            "embodied_unknown": int(np.count_nonzero(np.isnan(embodied)))}
+
+
+def totals_record(counts: dict[str, int], rows: int) -> dict[str, Any]:
+    """The totals of a batch run in user units: rows, kWh (with the sum of the 10-90% interval
+    ends, a conservative range for the total) and kg CO2eq."""
+    kwh = 1e-3 / 3.6e6
+    op, emb = counts.get("operational_ug", 0) * 1e-9, counts.get("embodied_ug", 0) * 1e-9
+    return {"rows": rows, "energy_kwh": counts.get("energy_mj", 0) * kwh,
+            "energy_kwh_interval": [counts.get("energy_low_mj", 0) * kwh, counts.get("energy_high_mj", 0) * kwh],
+            "operational_kg_co2eq": op, "embodied_kg_co2eq": emb, "total_kg_co2eq": op + emb,
+            "rows_without_embodied": counts.get("embodied_unknown", 0)}
+
+
+def totals_line(t: dict[str, Any]) -> str:
+    """One line of a batch run's totals."""
+    lo, hi = t["energy_kwh_interval"]
+    unknown = f" ({t['rows_without_embodied']:,} rows without an embodied figure)" if t["rows_without_embodied"] else ""
+    return (f"totals: {t['rows']:,} requests, {t['energy_kwh']:.6g} kWh (sum of the 10-90% ends: {lo:.6g}-{hi:.6g}), "
+            f"{t['total_kg_co2eq']:.6g} kg CO2eq = {t['operational_kg_co2eq']:.6g} operational + "
+            f"{t['embodied_kg_co2eq']:.6g} embodied{unknown}")
+
+
 def kept_columns(src: Path, header: list[str]) -> list[int]:
     """Indices of the input columns written back (all but old prediction columns, which are
     replaced: one warning names them)."""
