@@ -83,3 +83,25 @@ def test_a_cluster_worker_applies_each_chunks_regions() -> None:
     np.testing.assert_allclose(out.operational_g, [region("fra").g_co2eq_per_kwh, region("deu").g_co2eq_per_kwh])
     with pytest.raises(llmco2.InvalidInputError, match="log.csv, line 11"):
         row_intensities(["FR", "Narnia"], None, "log.csv", first_line=10)
+
+
+def test_an_hourly_file_of_one_region_refuses_requests_for_another(tmp_path: Path, capsys) -> None:
+    """A file that holds only DE answers for DE, not for FR or an unknown name."""
+    from llmco2.carbon.hourly_files import sample_intensity_path
+
+    sample = pd.read_csv(sample_intensity_path())
+    de_only = tmp_path / "de.csv"
+    sample[sample["Zone Id"] == "DE"].to_csv(de_only, index=False)
+    base = ["predict", "--model", "llama3.1-8b", "--gpu", "h100", "--batch-size", "1", "--prompt-tokens", "100",
+            "--gen-tokens", "10", "--intensity-file", str(de_only), "--timestamp", "2023-11-16T18:20:00Z", "--json"]
+    for name in ("FR", "Narnia"):
+        code, _, err = run([*base, "--region", name], capsys)
+        assert code == 2 and f"region {name!r} is not in" in err and "holds only DE" in err
+    for name in ("DE", "germany"):
+        assert run([*base, "--region", name], capsys)[0] == 0
+    log = tmp_path / "log.csv"
+    log.write_text("model,gpu,batch_size,prompt_tokens,generated_tokens,timestamp,region\n"
+                   "llama3.1-8b,h100,1,100,10,2023-11-16T18:20:00Z,DE\nllama3.1-8b,h100,1,100,10,2023-11-16T18:20:00Z,FR\n")
+    code, _, err = run(["predict", "--requests", str(log), "--out", str(tmp_path / "out.csv"), "--intensity-file", str(de_only)],
+                       capsys)
+    assert code == 2 and "line 3" in err and not (tmp_path / "out.csv").exists()

@@ -331,6 +331,8 @@ def lookup(intensity: HourlyIntensity, timestamps: Any, regions: Any = None, def
     code = np.zeros(n, dtype=np.int64)
     if len(intensity.regions) > 1:
         code = _region_codes(intensity, regions, default_region, n, lines, where)
+    elif intensity.regions and intensity.regions[0]:
+        _check_single_region(intensity, regions, default_region, n, lines, where)
     out = np.full(n, np.nan)
     for r, (h, v) in enumerate(zip(intensity.hours, intensity.values, strict=True)):
         mine = np.flatnonzero(code == r)
@@ -340,6 +342,20 @@ def lookup(intensity: HourlyIntensity, timestamps: Any, regions: Any = None, def
         found = h[at] == hours[mine]
         out[mine[found]] = v[at[found]]
     return out, np.isnan(out)
+
+
+def _check_single_region(intensity: HourlyIntensity, regions: Any, default_region: str | None, n: int,
+                         lines: NDArray[np.int64] | None, where: str) -> None:
+    """A file of one named region answers only for that region: a request (or ``--region``) that
+    names another one is refused rather than charged at the file's region."""
+    names = [None] * n if regions is None else ["" if r is None else str(r) for r in list(regions)]
+    for i, name in enumerate(names):
+        text = (name or "").strip() or (default_region or "")
+        if text and intensity.region_index(text) is None:
+            line = f"line {int(lines[i])}" if lines is not None else (f"row {i}" if n > 1 else "")
+            prefix = ", ".join(p for p in (where if lines is not None or n > 1 else "", line) if p)
+            raise InvalidInputError(f"{prefix + ': ' if prefix else ''}region {text!r} is not in {intensity.source}, which "
+                                    f"holds only {intensity.regions[0]}", field="--intensity-file")
 
 
 def _region_codes(intensity: HourlyIntensity, regions: Any, default_region: str | None, n: int,
