@@ -40,6 +40,13 @@ IGNORED_WITH_REQUESTS = {"model": None, "gpu": None, "gpus": None, "tp": None, "
 OUTPUT_OPTIONS = ("out", "csv")
 
 
+#: ``predict`` options of the serving simulation, and their defaults: without ``--serving`` they would be ignored.
+SERVING_ONLY = {"concurrency": None, "rate": None, "background": "conv", "serving_requests": 2000, "max_batch": 256,
+                "max_batched_tokens": 8192, "chunked_prefill": True, "seed": 0, "no_calibration": False}
+#: ``predict`` options of the isolated-request analysis that the serving simulation does not take.
+IGNORED_WITH_SERVING = {"causal": False, "flash_attention": True, "act_dtype": None, "kv_dtype": None}
+
+
 def option_name(dest: str) -> str:
     """``--batch-size`` for the destination ``batch_size``."""
     return "--" + dest.replace("_", "-")
@@ -74,6 +81,7 @@ def check_combinations(args: argparse.Namespace) -> None:
         elif getattr(args, "out", None) is not None:
             raise InvalidInputError("only applies with --requests FILE; a single request prints its prediction "
                                     "(--json for a machine-readable copy)", field="--out")
+        _check_serving_options(args)
 
 
 def check_outputs_are_not_inputs(args: argparse.Namespace) -> None:
@@ -93,3 +101,24 @@ def check_outputs_are_not_inputs(args: argparse.Namespace) -> None:
         if isinstance(out, str) and out:
             check_not_an_input(out, inputs, option_name(dest) if dest != "out" or args.command not in ("data", "report")
                                else "-o/--out")
+
+
+def _check_serving_options(args: argparse.Namespace) -> None:
+    """Serving options without ``--serving``, and isolated-request options with it, would be ignored."""
+    if getattr(args, "requests", None):
+        return  # IGNORED_WITH_REQUESTS has spoken
+    if not getattr(args, "serving", False):
+        given = [option_name(d) for d, default in SERVING_ONLY.items() if getattr(args, d, default) != default]
+        if given:
+            verb, them = ("applies", "it") if len(given) == 1 else ("apply", "them")
+            raise InvalidInputError(f"{', '.join(given)} only {verb} with --serving (a request inside a loaded server); "
+                                    f"add --serving or leave {them} out", field=given[0])
+        return
+    given = [option_name(d) for d, default in IGNORED_WITH_SERVING.items() if getattr(args, d, default) != default]
+    if given:
+        verb, them = ("does", "it") if len(given) == 1 else ("do", "them")
+        raise InvalidInputError(f"{', '.join(given)} {verb} not apply with --serving (the server's kernels are the engine's); "
+                                f"leave {them} out", field=given[0])
+    if getattr(args, "no_calibration", False) and not getattr(args, "checkpoint", None):
+        raise InvalidInputError("--no-calibration only applies with --serving --checkpoint (the calibration is that of a "
+                                "learned cost model)", field="--no-calibration")

@@ -1,0 +1,33 @@
+"""Options that a command would ignore are refused: serving options without --serving, the
+isolated-request analysis options with it, --no-calibration without a checkpoint."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import run_cli as run
+
+BASE = ["predict", "--model", "llama3.1-8b", "--gpu", "h100", "--batch-size", "1", "--prompt-tokens", "100", "--gen-tokens", "10"]
+
+
+@pytest.mark.parametrize(("extra", "mention"), [
+    (["--concurrency", "8"], "--concurrency only applies with --serving"),
+    (["--rate", "2", "--seed", "3"], "--rate, --seed only apply with --serving"),
+    (["--max-batch", "64"], "--max-batch only applies"),
+    (["--background", "code"], "--background only applies"),
+    (["--serving-requests", "100"], "--serving-requests only applies"),
+    (["--no-chunked-prefill"], "--chunked-prefill only applies"),
+    (["--serving", "--concurrency", "8", "--causal"], "--causal does not apply with --serving"),
+    (["--serving", "--concurrency", "8", "--no-flash-attention", "--kv-dtype", "fp8"], "--flash-attention, --kv-dtype do not apply"),
+    (["--serving", "--concurrency", "8", "--no-calibration"], "--no-calibration only applies with --serving --checkpoint"),
+])
+def test_an_option_that_would_be_ignored_is_refused(extra: list[str], mention: str, capsys) -> None:
+    code, out, err = run([*BASE, *extra], capsys)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert mention in err, err
+
+
+def test_the_same_options_where_they_apply_are_accepted(capsys) -> None:
+    code, _, err = run([*BASE, "--serving", "--concurrency", "4", "--serving-requests", "50", "--max-batch", "16", "--json"],
+                       capsys)
+    assert code == 0, err
