@@ -106,6 +106,22 @@ def _hourly(intensity: str | Path | Any | None, timestamp: Any, carbon_intensity
     return intensity if isinstance(intensity, HourlyIntensity) else load_intensity(intensity, basis)
 
 
+def check_flags(**flags: Any) -> None:
+    """Booleans are booleans: ``"no"``, ``0`` or ``None`` for a flag is refused, not read as true or
+    false (a NumPy bool is accepted)."""
+    for name, value in flags.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise InvalidInputError(f"must be True or False, got {value!r}", field=name)
+
+
+def check_texts(**texts: Any) -> None:
+    """An option given as text must say something: ``region=""`` or ``checkpoint=" "`` is refused
+    (leave it out, or ``None``, for its default)."""
+    for name, value in texts.items():
+        if value is not None and isinstance(value, str) and not value.strip():
+            raise InvalidInputError("is empty; give a value or leave it out (None) for its default", field=name)
+
+
 def single_prediction(model: str | ModelArch, gpu: str | GPU, *, batch_size: int = 1, prompt_tokens: int, gen_tokens: int,
                       gpus: int = 1, tp: int | None = None, engine: str = "vllm", region: str | None = None,
                       carbon_intensity: float | None = None, pue: float | str | None = None,
@@ -116,6 +132,8 @@ def single_prediction(model: str | ModelArch, gpu: str | GPU, *, batch_size: int
                       ) -> tuple[dict[str, Any], tuple[ModelArch, Request, GPU]]:
     """The JSON object of ``llmco2 predict ... --json`` and the request's (arch, request, GPU).
     The request is checked before the checkpoint is loaded."""
+    check_flags(flash_attention=flash_attention, causal=causal, ignore_context=ignore_context, approximate=approximate)
+    check_texts(region=region, checkpoint=checkpoint, engine=engine, dtype=dtype)
     from llmco2.carbon.assumptions import resolve_assumptions
     from llmco2.carbon.footprint import predict_footprint
     from llmco2.models.predict import load_predictor
@@ -217,6 +235,8 @@ def predict_frame(frame: Any, *, engine: str = "vllm", region: str | None = None
     from llmco2.models.predict import load_predictor
     from llmco2.specs import get_engine
 
+    check_flags(flash_attention=flash_attention, ignore_context=ignore_context)
+    check_texts(region=region, checkpoint=checkpoint, engine=engine, dtype=dtype)
     table, to_pandas = _as_table(frame)
     hourly = _hourly(intensity, None, carbon_intensity)
     defaults = SimpleNamespace(engine=get_engine(engine).id, dtype=dtype, flash_attention=flash_attention, act_dtype=None,

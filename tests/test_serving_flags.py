@@ -31,3 +31,14 @@ def test_the_same_options_where_they_apply_are_accepted(capsys) -> None:
     code, _, err = run([*BASE, "--serving", "--concurrency", "4", "--serving-requests", "50", "--max-batch", "16", "--json"],
                        capsys)
     assert code == 0, err
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"flash_attention": "no"}, "flash_attention"), ({"causal": "no"}, "causal"), ({"ignore_context": 1}, "ignore_context"),
+    ({"region": ""}, "region"), ({"checkpoint": " "}, "checkpoint"),
+])
+def test_the_api_refuses_flags_that_are_not_booleans_and_empty_texts(kw: dict, field: str) -> None:
+    import llmco2
+
+    with pytest.raises(llmco2.InvalidInputError, match=field):
+        llmco2.predict("llama3.1-8b", "h100", prompt_tokens=10, gen_tokens=10, **kw)
