@@ -42,3 +42,8 @@ def test_the_api_refuses_flags_that_are_not_booleans_and_empty_texts(kw: dict, f
 
     with pytest.raises(llmco2.InvalidInputError, match=field):
         llmco2.predict("llama3.1-8b", "h100", prompt_tokens=10, gen_tokens=10, **kw)
+
+
+def test_a_rate_near_zero_is_refused_rather_than_charged_years_of_idling(capsys) -> None:
+    code, _, err = run([*BASE, "--serving", "--rate", "1e-300"], capsys)
+    assert code == 2 and "below" in err and "one request a day" in err

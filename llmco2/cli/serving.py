@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 BACKGROUNDS = ("conv", "code", "fixed")
+#: Lowest arrival rate a served request is simulated at (requests/s): one a day. Idle time between
+#: arrivals is charged to the requests, so a rate near zero would charge one request for years of idling.
+MIN_RATE = 1.0 / 86_400
 
 
 def add_serving_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,6 +53,9 @@ def _check(args: argparse.Namespace) -> None:
         raise InvalidInputError(f"must be >= 1, got {args.concurrency}", field="--concurrency")
     if args.rate is not None and not (math.isfinite(args.rate) and args.rate > 0):
         raise InvalidInputError(f"must be a positive number of requests per second, got {args.rate}", field="--rate")
+    if args.rate is not None and args.rate < MIN_RATE:
+        raise InvalidInputError(f"{args.rate:g} requests/s is below {MIN_RATE:g} (one request a day): the server would idle for "
+                                f"{1 / args.rate:.3g} s between requests and charge that idle energy to them", field="--rate")
     if args.serving_requests < 1:
         raise InvalidInputError(f"must be >= 1, got {args.serving_requests}", field="--serving-requests")
     missing = [f"--{n.replace('_', '-')}" for n in ("model", "gpu", "prompt_tokens", "gen_tokens") if getattr(args, n) is None]
