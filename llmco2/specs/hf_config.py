@@ -207,6 +207,9 @@ def arch_from_hf_config(cfg: dict[str, Any], model_id: str | None = None, approx
     Missing or malformed required keys, unmodelled architectures and fields raise `InvalidInputError`.
     """
     outer = cfg
+    if "architectures" in cfg and not (isinstance(cfg["architectures"], list)
+                                       and all(isinstance(a, str) and a.strip() for a in cfg["architectures"])):
+        raise InvalidInputError(f"architectures must be a list of class names, got {cfg['architectures']!r}", field="architectures")
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg["text_config"]}
         for key in ("_name_or_path", "architectures"):
@@ -234,7 +237,10 @@ def arch_from_hf_config(cfg: dict[str, Any], model_id: str | None = None, approx
             raise InvalidInputError(f"num_heads {heads} does not divide hidden_size {hidden} and no head_dim is given",
                                     field="num_heads")
         head_dim = hidden // heads
-    num_experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=1) or 1
+    num_experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=1)
+    if num_experts is not None and num_experts < 1:
+        raise InvalidInputError(f"an expert count must be at least 1, got {num_experts}", field="num_local_experts")
+    num_experts = num_experts or 1
     if num_experts > 1:
         inter = _first(cfg, "moe_intermediate_size", "intermediate_size", "ffn_hidden_size")
     else:
@@ -289,6 +295,16 @@ def arch_from_hf_config(cfg: dict[str, Any], model_id: str | None = None, approx
     )
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all distinct (a key given twice is refused, not read as the last)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise InvalidInputError(f"config.json gives the key {key!r} twice; keep one", field=key)
+        out[key] = value
+    return out
+
+
 def load_hf_config(path: str | Path, approximate: bool = False) -> ModelArch:
     """Load a HF ``config.json`` file (or a folder holding one) as a `ModelArch`."""
     p = Path(path)
@@ -297,7 +313,7 @@ def load_hf_config(path: str | Path, approximate: bool = False) -> ModelArch:
     if not p.is_file():
         raise InvalidInputError(f"no such file {str(p)!r}; give a model id or a path to a config.json", field="model")
     try:
-        cfg = json.loads(p.read_text())
+        cfg = json.loads(p.read_text(), object_pairs_hook=_unique_keys)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"{p} is not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", field="model") from None
     except OSError as exc:
