@@ -32,3 +32,13 @@ def test_parquet_output_has_the_input_schema_plus_the_prediction_columns(tmp_pat
     csv_out = tmp_path / "out.csv"
     assert run(["predict", "--requests", str(src), "--out", str(csv_out)], capsys)[0] == 0
     assert pd.read_csv(csv_out)["batch_size"].tolist() == [1, 2, 4]
+
+
+def test_analyze_batch_writes_parquet_for_a_parquet_name_and_refuses_json(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "r.csv"
+    src.write_text("model,gpu,num_gpus,batch_size,prompt_tokens,generated_tokens\nllama3.1-8b,h100,1,1,100,10\n")
+    out = tmp_path / "a.parquet"
+    assert run(["analyze", "batch", "--requests", str(src), "--out", str(out)], capsys)[0] == 0
+    assert pq.read_table(out).num_rows == 1  # a real Parquet file, not CSV text under a .parquet name
+    code, _, err = run(["analyze", "batch", "--requests", str(src), "--out", str(tmp_path / "b.csv"), "--json"], capsys)
+    assert code == 2 and "prints no JSON" in err and not (tmp_path / "b.csv").exists()
