@@ -105,3 +105,11 @@ def test_an_hourly_file_of_one_region_refuses_requests_for_another(tmp_path: Pat
     code, _, err = run(["predict", "--requests", str(log), "--out", str(tmp_path / "out.csv"), "--intensity-file", str(de_only)],
                        capsys)
     assert code == 2 and "line 3" in err and not (tmp_path / "out.csv").exists()
+
+
+def test_the_shipped_hourly_sample_says_it_is_illustrative_wherever_it_is_used() -> None:
+    from llmco2.carbon.hourly_files import sample_intensity_path
+
+    p = llmco2.predict("llama3.1-8b", "h100", prompt_tokens=10, gen_tokens=10, intensity=sample_intensity_path(),
+                       timestamp="2023-11-16T18:20:00Z", region="FR")
+    assert "ILLUSTRATIVE VALUES, NOT MEASUREMENTS" in p.assumptions["grid"]["source"]

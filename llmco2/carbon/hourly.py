@@ -30,6 +30,10 @@ from llmco2.errors import InvalidInputError
 log = logging.getLogger(__name__)
 
 SECONDS_PER_HOUR = 3600
+#: The shipped sample file (illustrative values in Electricity Maps' layout, not measurements) and
+#: what every grid assumption built from it says.
+ILLUSTRATIVE_SAMPLE = "hourly_intensity_sample.csv"
+ILLUSTRATIVE_NOTE = "; ILLUSTRATIVE VALUES, NOT MEASUREMENTS (the shipped sample: carbon/data/HOURLY_SAMPLE.md)"
 J_PER_KWH = 3.6e6
 #: Largest intensity accepted (g CO2eq/kWh); the dirtiest grids are near 1,100.
 MAX_INTENSITY = 5000.0
@@ -74,6 +78,11 @@ class HourlyIntensity:
         """``2023-11-16T00:00Z to 2023-11-17T23:00Z`` (the first and last hour's start)."""
         return f"{hour_text(self.first_hour)} to {hour_text(self.last_hour)}"
 
+    @property
+    def illustrative(self) -> bool:
+        """Whether this is the shipped sample of made-up values (``carbon/data/HOURLY_SAMPLE.md``)."""
+        return Path(str(self.source)).name == ILLUSTRATIVE_SAMPLE
+
     def region_index(self, name: str | None) -> int | None:
         """Index of region ``name`` in :attr:`regions` (None when the file has no such region)."""
         if name is None or not str(name).strip():
@@ -84,7 +93,8 @@ class HourlyIntensity:
         """The ``grid`` assumptions of predictions that used the intensities ``used``: their
         energy-unweighted mean (g CO2eq/kWh), the file and, for one request, its region and hour."""
         out: dict[str, Any] = {"g_co2eq_per_kwh": float(np.mean(used)) if len(used) else float("nan"),
-                               "region": region, "source": f"hourly intensity file {self.source} ({self.format}, {self.basis})",
+                               "region": region, "source": f"hourly intensity file {self.source} ({self.format} layout, "
+                                                           f"{self.basis}){ILLUSTRATIVE_NOTE if self.illustrative else ''}",
                                "intensity_file": self.source}
         if hour is not None:
             out["hour"] = hour_text(hour)

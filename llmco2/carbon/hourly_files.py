@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from llmco2.carbon.hourly import HourlyIntensity, load_intensity, lookup, outside_error, with_hourly_carbon
+from llmco2.carbon.hourly import ILLUSTRATIVE_SAMPLE, HourlyIntensity, load_intensity, lookup, outside_error, with_hourly_carbon
 from llmco2.errors import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-SAMPLE_FILE = "hourly_intensity_sample.csv"
+SAMPLE_FILE = ILLUSTRATIVE_SAMPLE
 #: Rows of a request file looked up together in the checking pass.
 CHECK_ROWS = 65_536
 
