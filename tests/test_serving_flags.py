@@ -47,3 +47,14 @@ def test_the_api_refuses_flags_that_are_not_booleans_and_empty_texts(kw: dict, f
 def test_a_rate_near_zero_is_refused_rather_than_charged_years_of_idling(capsys) -> None:
     code, _, err = run([*BASE, "--serving", "--rate", "1e-300"], capsys)
     assert code == 2 and "below" in err and "one request a day" in err
+
+
+def test_more_local_workers_than_memory_allows_are_refused_up_front(tmp_path, capsys, monkeypatch) -> None:
+    import llmco2.cli.predict_cluster as pc
+
+    monkeypatch.setattr(pc, "machine_memory_bytes", lambda: 4e9)  # a 4 GB machine: at most 8 workers of 400 MB
+    src = tmp_path / "r.csv"
+    src.write_text("model,gpu,batch_size,prompt_tokens,generated_tokens\nllama3.1-8b,h100,1,100,10\n")
+    code, _, err = run(["predict", "--requests", str(src), "--out", str(tmp_path / "parts"), "--cluster", "local",
+                        "--workers", "9"], capsys)
+    assert code == 2 and "use at most 8" in err and not (tmp_path / "parts").exists()

@@ -57,6 +57,23 @@ def names_many_files(requests: str) -> bool:
     return Path(requests).is_dir() or (not Path(requests).exists() and bool(_GLOB.search(requests)))
 
 
+#: Peak memory of one local worker predicting its partitions (bytes): a single process peaks at 316-344 MB
+#: on a million rows (``experiments/bench_predict.py``), rounded up.
+WORKER_BYTES = 400e6
+#: Share of the machine's memory the local workers may take together.
+MEMORY_SHARE = 0.8
+
+
+def machine_memory_bytes() -> float | None:
+    """Physical memory of this machine (bytes), or ``None`` where the system does not say."""
+    import os
+
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def check_cluster_options(args: argparse.Namespace) -> None:
     """The options that go with ``--cluster`` (and those that need it)."""
     cluster = getattr(args, "cluster", None)
@@ -78,6 +95,13 @@ def check_cluster_options(args: argparse.Namespace) -> None:
         raise InvalidInputError("only applies with --cluster local (a running cluster has its own workers)", field="--workers")
     if args.workers is not None and not 1 <= args.workers <= 1024:
         raise InvalidInputError(f"must be from 1 to 1,024, got {args.workers}", field="--workers")
+    if args.workers is not None:
+        memory = machine_memory_bytes()
+        most = max(1, int(memory * MEMORY_SHARE // WORKER_BYTES)) if memory else 1024
+        if args.workers > most:
+            raise InvalidInputError(f"{args.workers} local workers need about {args.workers * WORKER_BYTES / 1e9:,.0f} GB "
+                                    f"({WORKER_BYTES / 1e6:.0f} MB each), more than this machine's {memory / 1e9:,.0f} GB "
+                                    f"allows; use at most {most}", field="--workers")
     if args.partition_rows is not None:
         from llmco2.analytic.request_files import CHUNK_ROWS
 
