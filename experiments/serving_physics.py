@@ -33,7 +33,7 @@ import pandas as pd
 
 from llmco2.models.step_fit import fit_step_params
 from llmco2.models.step_isolated import SPLITWISE_ENGINE, IsolatedRows, isolated_rows
-from llmco2.models.step_physics import EngineOverhead, StepParams
+from llmco2.models.step_physics import StepParams, roofline_tdp_params
 from llmco2.serving.mlenergy import TASK_PROMPT_TOKENS, ServingRows, load_rows, mix_builds, serving_rows
 from llmco2.serving.physics_params import family, params_path
 from llmco2.serving.steady import steady_state
@@ -50,11 +50,7 @@ PROMPT_SCALES = (0.1, 0.2, 0.35, 0.6, 1.0)
 
 def roofline_tdp() -> StepParams:
     """The roofline latency x TDP baseline as step constants (peaks, no overheads, power at the limit)."""
-    zero = EngineOverhead(0.0, 0.0, 0.0, True)
-    # a static draw raised far above any limit: every step draws the GPU's power limit (the cap)
-    return StepParams(eta_compute=1.0, eta_memory=1.0, kernel_gap_s=0.0, collective_s=0.0, eta_network=1.0, power_base=1e6,
-                      power_compute=0.0, power_memory=0.0, memory_pj_per_byte=0.0, engines={e: zero for e in ENGINES},
-                      source="roofline x TDP")
+    return roofline_tdp_params(ENGINES)
 
 
 def predictions(sr: ServingRows, p: StepParams, idx: np.ndarray) -> pd.DataFrame:

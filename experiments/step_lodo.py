@@ -27,20 +27,12 @@ import pandas as pd
 from llmco2.models.experiment import _register_resolvers, load_rows
 from llmco2.models.step_fit import BOUNDS, fit_step_params
 from llmco2.models.step_isolated import ISOLATED_BOUNDS, IsolatedRows, isolated_rows
-from llmco2.models.step_physics import EngineOverhead, StepParams
+from llmco2.models.step_physics import StepParams, roofline_tdp_params
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The collected rows (``../shared/data/collected``) beside the data config's sources.
 COLLECTED = ("collected/energy_code_eval.csv", "collected/hb_thesis_a100pcie.csv", "collected/mlenergy_v1_legacy.csv")
 MIN_ROWS = 5
-
-
-def roofline_tdp(engines: list[str]) -> StepParams:
-    """Roofline latency x TDP as step constants: peaks, no overheads, power at the limit (the cap)."""
-    zero = EngineOverhead(0.0, 0.0, 0.0, True)
-    return StepParams(eta_compute=1.0, eta_memory=1.0, kernel_gap_s=0.0, collective_s=0.0, eta_network=1.0, power_base=1e6,
-                      power_compute=0.0, power_memory=0.0, memory_pj_per_byte=0.0,
-                      engines={e: zero for e in engines}, source="roofline x TDP")
 
 
 def fit_without(iso: IsolatedRows, train: np.ndarray) -> StepParams:
@@ -100,7 +92,7 @@ def main() -> None:
     for g in gpus:
         held = device == g
         p = fit_without(iso, ~held)
-        ours, base = errors(iso, p, held), errors(iso, roofline_tdp(engines), held)
+        ours, base = errors(iso, p, held), errors(iso, roofline_tdp_params(engines), held)
         summary.append(ours)
         lines.append(f"| {g} | {ours['energy_rows']} | {ours['energy']:.1f}% | {ours['latency']:.1f}% | {ours['power']:.1f}% | "
                      f"{base['energy']:.1f}% | {base['power']:.1f}% |")

@@ -164,7 +164,8 @@ def single_prediction(model: str | ModelArch, gpu: str | GPU, *, batch_size: int
 
 def _single_hour(fp: Any, hourly: HourlyIntensity, timestamp: Any, region: str | None) -> Any:
     """``fp`` with the intensity of the hour (and region) of ``timestamp``."""
-    from llmco2.carbon.hourly import hour_text, hours_of, lookup, parse_seconds, with_hourly_carbon
+    from llmco2.carbon.hourly import lookup, with_hourly_carbon
+    from llmco2.carbon.timestamps import hour_text, hours_of, parse_seconds
 
     seconds = parse_seconds([timestamp], where="--timestamp")
     values, outside = lookup(hourly, [timestamp], [region], region, where="--timestamp")

@@ -61,7 +61,9 @@ def batch_totals(fp: Any) -> dict[str, int]:
 def totals_record(counts: dict[str, int], rows: int) -> dict[str, Any]:
     """The totals of a batch run in user units: rows, kWh (with the sum of the 10-90% interval
     ends, a conservative range for the total) and kg CO2eq."""
-    kwh = 1e-3 / 3.6e6
+    from llmco2.carbon.accounting import J_PER_KWH
+
+    kwh = 1e-3 / J_PER_KWH  # per millijoule
     op, emb = counts.get("operational_ug", 0) * 1e-9, counts.get("embodied_ug", 0) * 1e-9
     return {"rows": rows, "energy_kwh": counts.get("energy_mj", 0) * kwh,
             "energy_kwh_interval": [counts.get("energy_low_mj", 0) * kwh, counts.get("energy_high_mj", 0) * kwh],

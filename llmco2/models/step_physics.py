@@ -143,6 +143,16 @@ class StepParams:
         return replace(self, **kw)
 
 
+def roofline_tdp_params(engines: Sequence[str]) -> StepParams:
+    """The roofline latency x TDP baseline (llm-analysis and LLM-Viewer with efficiencies of 1) as step
+    constants: every kernel at the catalog peak that binds it, no overheads for ``engines``, and a
+    static draw raised far above any limit, so that every step draws the GPU's power limit (the cap)."""
+    zero = EngineOverhead(0.0, 0.0, 0.0, True)
+    return StepParams(eta_compute=1.0, eta_memory=1.0, kernel_gap_s=0.0, collective_s=0.0, eta_network=1.0, power_base=1e6,
+                      power_compute=0.0, power_memory=0.0, memory_pj_per_byte=0.0, engines={e: zero for e in engines},
+                      source="roofline x TDP")
+
+
 GLOBAL_PARAMS = ("eta_compute", "eta_memory", "kernel_gap_s", "collective_s", "eta_network", "power_base",
                  "power_compute", "power_memory", "memory_pj_per_byte", "eta_expert", "power_busy", "op_pj_7nm", "op_node_exp")
 #: Constants that files written before they existed lack, and the value that reads them as the
