@@ -64,3 +64,11 @@ def test_a_resumed_run_has_the_totals_of_an_uninterrupted_one(src: Path, tmp_pat
     b = json.loads((ref.parent / "pred.csv.totals.json").read_text())
     for key in ("rows", "energy_kwh", "energy_kwh_interval", "operational_kg_co2eq", "embodied_kg_co2eq"):
         assert a[key] == b[key], key
+
+
+def test_the_totals_file_may_not_land_on_an_input(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "pred.csv.totals.json"
+    src.write_text(HEADER + ROWS[0] + "\n")
+    before = src.read_bytes()
+    code, _, err = run(["predict", "--requests", str(src), "--out", str(tmp_path / "pred.csv")], capsys)
+    assert code == 2 and "it is the --requests input" in err and src.read_bytes() == before

@@ -99,8 +99,10 @@ def check_outputs_are_not_inputs(args: argparse.Namespace) -> None:
     for dest in OUTPUT_OPTIONS:
         out = getattr(args, dest, None)
         if isinstance(out, str) and out:
-            check_not_an_input(out, inputs, option_name(dest) if dest != "out" or args.command not in ("data", "report")
-                               else "-o/--out")
+            field = option_name(dest) if dest != "out" or args.command not in ("data", "report") else "-o/--out"
+            check_not_an_input(out, inputs, field)
+            if args.command == "predict" and dest == "out" and getattr(args, "requests", None):
+                check_not_an_input(out + ".totals.json", inputs, field)  # the totals written beside the output
 
 
 def _check_serving_options(args: argparse.Namespace) -> None:
