@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -164,12 +163,13 @@ def test_serve_is_the_serving_api() -> None:
     assert result.summary["j_per_output_token"] > 0
 
 
-def test_readme_python_examples(tmp_path: Path) -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Python API"):]
-    section = section[:section.index("\n## ", 4)]
-    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
-    assert blocks
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for block in blocks:
-        subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, check=True, capture_output=True, text=True)
+def test_docs_python_examples_cover_the_public_api() -> None:
+    """The README's and the docs' Python examples (run and checked by tests/test_docs_examples.py) use the main API."""
+    from tests.docs_examples import doc_pages, parse_blocks
+
+    blocks = [block for page in doc_pages() for block in parse_blocks(page) if block.lang == "python" and block.runnable]
+    readme = [block for block in blocks if block.path.name == "README.md"]
+    assert readme and all(">>> " in block.text for block in blocks)
+    code = "\n".join(block.text for block in blocks)
+    for name in ("predict", "predict_frame", "serve", "make_workload", "InvalidInputError"):
+        assert f"llmco2.{name}" in code, name
