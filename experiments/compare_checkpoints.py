@@ -6,7 +6,7 @@ rows of ``../shared/data``, random 10% grouped by configuration, ``--seed``), so
 are judged on rows they were not trained on when both were trained by that script with that seed.
 A family is the kind of attention, MLP and positional scheme (:mod:`llmco2.specs.families`).
 
-    python experiments/compare_checkpoints.py --old OLD.safetensors [--new llmco2/models/checkpoints/default.safetensors]
+    python experiments/compare_checkpoints.py --old OLD.safetensors [--new llmco2/prediction/checkpoints/default.safetensors]
                                               [--markdown experiments/results/checkpoint_families.md]
 """
 
@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from llmco2.data.dataset import energy_data
 from llmco2.data.importers import import_all
 from llmco2.data.paths import shared_data
 from llmco2.data.splits import random_split
-from llmco2.models.dataset import energy_data
-from llmco2.models.experiment import usable_rows
-from llmco2.models.metrics import scores
-from llmco2.models.train import GNNPredictor
+from llmco2.data.usable import usable_rows
 from llmco2.specs.families import architecture_family
+from llmco2.training.metrics import scores
+from llmco2.training.train import GNNPredictor
 
 ROOT = Path(__file__).resolve().parents[1]
 EXCLUDED_SOURCES = {"wilkins": "generation without a KV cache", "delavande": "codecarbon counted other GPUs"}
@@ -64,7 +64,7 @@ def table(old: pd.DataFrame, new: pd.DataFrame, by: str) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", type=Path, required=True)
-    ap.add_argument("--new", type=Path, default=ROOT / "llmco2/models/checkpoints/default.safetensors")
+    ap.add_argument("--new", type=Path, default=ROOT / "llmco2/prediction/checkpoints/default.safetensors")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args()

@@ -1,7 +1,7 @@
 """The physics prior alone, leave one data-centre device out: how far the catalog-driven physics
 carries to a GPU before the network corrects it.
 
-For each held-out device, the prior (:func:`llmco2.models.physics_fit.fit_physics`) is fitted on
+For each held-out device, the prior (:func:`llmco2.physics.prior_fit.fit_physics`) is fitted on
 the other rows of the data config (latencies and energies, as training does) and predicts the
 held-out rows. Per device and engine, the table gives the median ratios of predicted to measured
 latency, average power and energy (where the row has a latency), and the median APE of energy.
@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from llmco2.models.dataset import energy_data
-from llmco2.models.experiment import _register_resolvers, load_rows
-from llmco2.models.physics import PhaseInputs, PhysicsPrior, row_values
-from llmco2.models.physics_fit import fit_physics
+from llmco2.data.dataset import energy_data
+from llmco2.data.usable import load_rows
+from llmco2.physics.prior_fit import fit_physics
+from llmco2.physics.priors import PhaseInputs, PhysicsPrior, row_values
+from llmco2.training.experiment import register_resolvers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +51,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     from omegaconf import OmegaConf
 
-    _register_resolvers()
+    register_resolvers()
     cfg = OmegaConf.to_container(OmegaConf.load(args.data), resolve=True)
     assert isinstance(cfg, dict)
     table = load_rows(cfg["sources"], cfg.get("exclude_flags"), cfg.get("exclude_sources"), 0)

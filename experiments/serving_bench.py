@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from llmco2.models.predict import load_predictor
+from llmco2.prediction.loading import load_predictor
 from llmco2.serving import GridCostModel, SchedulerConfig, Workload, idle_power_w, memory_budget, simulate, trace_lengths
 from llmco2.serving.api import server_setup
 from llmco2.serving.physics_params import shipped_params

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from llmco2.carbon.footprint import predict_footprint
-from llmco2.models.predict import load_predictor
+from llmco2.prediction.loading import load_predictor
 from llmco2.serving import Workload, serve, trace_lengths
 from llmco2.serving.api import server_setup
 from llmco2.serving.calibration import shipped_calibration

@@ -38,8 +38,7 @@ import numpy as np
 import pandas as pd
 
 from llmco2.errors import InvalidInputError
-from llmco2.models.metrics import scores
-from llmco2.models.predict import default_checkpoint_path, load_predictor
+from llmco2.prediction.loading import default_checkpoint_path, load_predictor
 from llmco2.serving import GridCostModel, SchedulerConfig, Workload, idle_power_w, memory_budget, simulate
 from llmco2.serving.api import server_setup, steady_state
 from llmco2.serving.calibration_fit import (
@@ -55,6 +54,7 @@ from llmco2.serving.calibration_fit import (
     write_calibration,
 )
 from llmco2.serving.mlenergy import BITS_DTYPE, lengths, load_rows
+from llmco2.training.metrics import scores
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent

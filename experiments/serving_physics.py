@@ -1,6 +1,6 @@
 """Serving physics on GPUs and models it was not fitted on (ML.ENERGY v2 + v3 steady-state rows).
 
-The step physics (:mod:`llmco2.models.step_physics`) is fitted through the closed-form steady
+The step physics (:mod:`llmco2.physics.step_physics`) is fitted through the closed-form steady
 state (:mod:`llmco2.serving.steady`) on all three observables at once (J per output token,
 latency, power; :mod:`llmco2.serving.mlenergy`), then judged on held-out rows, uncorrected:
 
@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from llmco2.models.step_fit import fit_step_params
-from llmco2.models.step_isolated import SPLITWISE_ENGINE, IsolatedRows, isolated_rows
-from llmco2.models.step_physics import StepParams, roofline_tdp_params
+from llmco2.physics.step_fit import fit_step_params
+from llmco2.physics.step_isolated import SPLITWISE_ENGINE, IsolatedRows, isolated_rows
+from llmco2.physics.step_physics import StepParams, roofline_tdp_params
 from llmco2.serving.mlenergy import TASK_PROMPT_TOKENS, ServingRows, load_rows, mix_builds, serving_rows
 from llmco2.serving.physics_params import family, params_path
 from llmco2.serving.steady import steady_state

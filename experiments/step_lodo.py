@@ -1,13 +1,13 @@
 """The step physics alone on isolated batch runs, leave one data-centre GPU out.
 
-For each held-out GPU the constants of the step physics (:mod:`llmco2.models.step_physics`) are
-fitted on the isolated runs of every other GPU (:func:`llmco2.models.step_isolated.fit_isolated`'s
+For each held-out GPU the constants of the step physics (:mod:`llmco2.physics.step_physics`) are
+fitted on the isolated runs of every other GPU (:func:`llmco2.physics.step_isolated.fit_isolated`'s
 settings: latency and power of each source, robust log loss) and predict the held-out GPU's rows
 from its catalog entry alone. Beside it: a roofline latency x TDP estimate with nothing fitted
 (every kernel at the catalog peak that binds it, no overheads, the GPU at its power limit: what
 llm-analysis and LLM-Viewer give with efficiencies of 1).
 
-Rows: the isolated sources of :data:`llmco2.models.step_isolated.SOURCES` in the data config
+Rows: the isolated sources of :data:`llmco2.physics.step_isolated.SOURCES` in the data config
 (flagged rows left out as in training; bitsandbytes rows left out). Per held-out GPU: median APE of
 energy, latency and average power (power and energy only where the row's energy is usable).
 
@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from llmco2.models.experiment import _register_resolvers, load_rows
-from llmco2.models.step_fit import BOUNDS, fit_step_params
-from llmco2.models.step_isolated import ISOLATED_BOUNDS, IsolatedRows, isolated_rows
-from llmco2.models.step_physics import StepParams, roofline_tdp_params
+from llmco2.data.usable import load_rows
+from llmco2.physics.step_fit import BOUNDS, fit_step_params
+from llmco2.physics.step_isolated import ISOLATED_BOUNDS, IsolatedRows, isolated_rows
+from llmco2.physics.step_physics import StepParams, roofline_tdp_params
+from llmco2.training.experiment import register_resolvers
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The collected rows (``../shared/data/collected``) beside the data config's sources.
@@ -70,7 +71,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     from omegaconf import OmegaConf
 
-    _register_resolvers()
+    register_resolvers()
     cfg = OmegaConf.to_container(OmegaConf.load(args.data), resolve=True)
     assert isinstance(cfg, dict)
     sources = [s for s in cfg["sources"] if s["format"] != "co2meter"]

@@ -6,7 +6,7 @@ random-split interval coverage) from their run folders, as Markdown.
 ``--figure`` draws predicted against measured energy for every held-out device of the
 leave-one-device-out runs (one panel per device, one colour per predictor, the 30% band shaded).
 
-Every run folder holds ``metrics.json`` (written by ``python -m llmco2.models.experiment``); a
+Every run folder holds ``metrics.json`` (written by ``python -m llmco2.training.experiment``); a
 table row is one held-out group, columns are the predictors' test metrics on it.
 """
 

@@ -1,4 +1,4 @@
-"""Train the shipped default checkpoint (``llmco2/models/checkpoints/default.safetensors``) on all usable real
+"""Train the shipped default checkpoint (``llmco2/prediction/checkpoints/default.safetensors``) on all usable real
 measurements, and write a model card next to it.
 
 Data: every file of ``../shared/data`` an importer recognises (CO2-Meter, Argonne, Delavande,
@@ -32,7 +32,7 @@ the validation rows; with ``--out-of-domain``, the intervals of requests outside
 domain come from the residuals of held-out devices (``predictions.csv`` of leave-one-device-out
 runs, e.g. ``outputs/experiments/lodo_datacenter/*llmco2*/predictions.csv``).
 
-    python experiments/train_default.py [--epochs 200] [--feature-view no_hardware] [--out llmco2/models/checkpoints/default.safetensors]
+    python experiments/train_default.py [--epochs 200] [--feature-view no_hardware] [--out llmco2/prediction/checkpoints/default.safetensors]
                                         [--out-of-domain RUN/predictions.csv ...]
 """
 
@@ -48,16 +48,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from llmco2.data.dataset import PHASE_INDEX, energy_data
 from llmco2.data.importers import import_all
 from llmco2.data.paths import shared_data
 from llmco2.data.schema import concat_tables
 from llmco2.data.splits import random_split
-from llmco2.models.dataset import PHASE_INDEX, energy_data
-from llmco2.models.experiment import usable_rows
-from llmco2.models.metrics import coverage, scores
-from llmco2.models.physics_fit import latency_table_rows
-from llmco2.models.step_isolated import HOST_BOUND_FILES, UNMODELLED_QUANTISATION
-from llmco2.models.train import GNNPredictor, TrainConfig
+from llmco2.data.usable import usable_rows
+from llmco2.physics.prior_fit import latency_table_rows
+from llmco2.physics.step_isolated import HOST_BOUND_FILES, UNMODELLED_QUANTISATION
+from llmco2.training.metrics import coverage, scores
+from llmco2.training.train import GNNPredictor, TrainConfig
 
 EXCLUDED_SOURCES = {
     "wilkins": "generation without a KV cache (a different regime)",
@@ -68,7 +68,7 @@ EXCLUDED_SOURCES = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("llmco2/models/checkpoints/default.safetensors"))
+    parser.add_argument("--out", type=Path, default=Path("llmco2/prediction/checkpoints/default.safetensors"))
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--feature-view", default="no_hardware",

@@ -9,21 +9,27 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from llmco2.version import __version__
 
 #: Public names and the module that defines each (imported when the name is first used).
 _LAZY = {
-    "predict": "llmco2.api", "predict_frame": "llmco2.api", "Prediction": "llmco2.api",
+    "predict": "llmco2.api.single", "predict_frame": "llmco2.api.frames", "Prediction": "llmco2.api.single",
+    "predict_file": "llmco2.api.files", "RequestOptions": "llmco2.api.options", "Assumptions": "llmco2.api.options",
+    "ClusterOptions": "llmco2.api.options", "FileJob": "llmco2.api.options",
     "serve": "llmco2.serving.api", "ServingResult": "llmco2.serving.api", "make_workload": "llmco2.serving.workload",
     "load_intensity": "llmco2.carbon.hourly", "HourlyIntensity": "llmco2.carbon.hourly",
     "LLMCO2Error": "llmco2.errors", "InvalidInputError": "llmco2.errors", "UnknownIdError": "llmco2.errors",
 }
 
-__all__ = ["HourlyIntensity", "InvalidInputError", "LLMCO2Error", "Prediction", "ServingResult", "UnknownIdError",
-           "__version__", "load_intensity", "make_workload", "predict", "predict_frame", "serve"]
+__all__ = ["Assumptions", "ClusterOptions", "FileJob", "HourlyIntensity", "InvalidInputError", "LLMCO2Error", "Prediction",
+           "RequestOptions", "ServingResult", "UnknownIdError", "__version__", "load_intensity", "make_workload", "predict",
+           "predict_file", "predict_frame", "serve"]
 
 if TYPE_CHECKING:
-    from llmco2.api import Prediction, predict, predict_frame
+    from llmco2.api.files import predict_file
+    from llmco2.api.frames import predict_frame
+    from llmco2.api.options import Assumptions, ClusterOptions, FileJob, RequestOptions
+    from llmco2.api.single import Prediction, predict
     from llmco2.carbon.hourly import HourlyIntensity, load_intensity
     from llmco2.errors import InvalidInputError, LLMCO2Error, UnknownIdError
     from llmco2.serving.api import ServingResult, serve

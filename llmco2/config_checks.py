@@ -18,7 +18,7 @@ from llmco2.errors import InvalidInputError
 #: ``name: (kind, minimum, maximum)``, kind ``int`` or ``float`` (an int is a valid float).
 Schema = Mapping[str, tuple[type, float, float]]
 
-#: The GNN's training settings (:class:`llmco2.models.train.TrainConfig`).
+#: The GNN's training settings (:class:`llmco2.training.train.TrainConfig`).
 TRAIN_SCHEMA: Schema = {
     "hidden": (int, 1, 2**16), "num_layers": (int, 1, 64), "dropout": (float, 0.0, 0.99), "lr": (float, 1e-12, 10.0),
     "weight_decay": (float, 0.0, 10.0), "batch_size": (int, 1, 2**20), "max_epochs": (int, 0, 10**6),

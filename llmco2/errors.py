@@ -22,6 +22,9 @@ class InvalidInputError(LLMCO2Error, ValueError):
         super().__init__(message)
         self.field = field
 
+    def __reduce__(self) -> tuple[type, tuple[str, str | None]]:  # the field survives pickling (Dask workers)
+        return (type(self), (str(self.args[0]) if self.args else "", self.field))
+
     def __str__(self) -> str:  # one line, always
         text = super().__str__().replace("\n", " ")
         return f"{self.field}: {text}" if self.field and not text.startswith(self.field) else text

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from llmco2.models.dataset import energy_data
-from llmco2.models.train import GNNPredictor, TrainConfig
+from llmco2.data.dataset import energy_data
 from llmco2.specs import Request, get_gpu, get_model
+from llmco2.training.train import GNNPredictor, TrainConfig
 from tests.test_gnn import synthetic_table
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,12 +17,13 @@ import pyarrow as pa
 import pytest
 
 import llmco2
+from llmco2.cli.flags import as_command_line
 from llmco2.errors import InvalidInputError
 from llmco2.specs import get_gpu, get_model
 from tests.helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-ARGS = {"prompt_tokens": 700, "gen_tokens": 90, "batch_size": 2}
+ARGS = {"prompt_tokens": 700, "generated_tokens": 90, "batch_size": 2}
 CLI = ["--batch-size", "2", "--prompt-tokens", "700", "--gen-tokens", "90"]
 
 
@@ -85,7 +86,7 @@ def test_hourly_intensity_argument(tmp_path: Path, capsys: pytest.CaptureFixture
 
 @pytest.mark.parametrize(("api", "cli"), [
     ({"model": "llama3.1-8b", "gpu": "h1000"}, ["--model", "llama3.1-8b", "--gpu", "h1000"]),
-    ({"model": "llama3.1-8b", "gpu": "h100", "gen_tokens": -1}, ["--model", "llama3.1-8b", "--gpu", "h100", "--gen-tokens", "-1"]),
+    ({"model": "llama3.1-8b", "gpu": "h100", "generated_tokens": -1}, ["--model", "llama3.1-8b", "--gpu", "h100", "--gen-tokens", "-1"]),
     ({"model": "llama3.1-8b", "gpu": "h100", "gpus": 3, "tp": 2}, ["--model", "llama3.1-8b", "--gpu", "h100", "--gpus", "3", "--tp", "2"]),
     ({"model": "llama3.1-8b", "gpu": "h100", "pue": 0.5}, ["--model", "llama3.1-8b", "--gpu", "h100", "--pue", "0.5"]),
     ({"model": "llama3.1-8b", "gpu": "h100", "region": "atlantis"}, ["--model", "llama3.1-8b", "--gpu", "h100", "--region", "atlantis"]),
@@ -98,8 +99,48 @@ def test_bad_input_raises_the_cli_message(api: dict[str, Any], cli: list[str], c
     base.update(dict(zip(cli[::2], cli[1::2], strict=True)))
     code, _, err = run_cli(["predict", *[x for kv in base.items() for x in kv]], capsys)
     assert code == 2
-    assert err.strip() == f"llmco2: error: {caught.value}"
+    assert err.strip() == f"llmco2: error: {as_command_line(caught.value)}"
     assert isinstance(caught.value, llmco2.InvalidInputError)
+    assert not (caught.value.field or "").startswith("--")  # the API names parameters, not flags
+
+
+def test_api_errors_name_parameters_and_the_command_line_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        llmco2.predict("llama3.1-8b", "h100", **ARGS, timestamp="2024-03-01T00:00:00Z")
+    assert caught.value.field == "timestamp" and str(caught.value).startswith("timestamp: ")
+    code, _, err = run_cli(["predict", "--model", "llama3.1-8b", "--gpu", "h100", *CLI, "--timestamp", "2024-03-01T00:00:00Z"],
+                           capsys)
+    assert code == 2 and err.startswith("llmco2: error: --timestamp: ")
+
+
+def test_old_spelling_gen_tokens_warns_and_gives_the_same_prediction() -> None:
+    new = llmco2.predict("llama3.1-8b", "h100", **ARGS).to_dict()
+    old_args = {**ARGS, "gen_tokens": ARGS["generated_tokens"]}
+    del old_args["generated_tokens"]
+    with pytest.warns(DeprecationWarning, match="generated_tokens"):
+        old = llmco2.predict("llama3.1-8b", "h100", **old_args).to_dict()
+    assert old == new
+    with pytest.raises(InvalidInputError, match="unknown option 'regoin'"):
+        llmco2.predict("llama3.1-8b", "h100", **ARGS, regoin="FR")
+
+
+def test_records_and_keywords_are_the_same_options() -> None:
+    from llmco2.api import Assumptions, RequestOptions
+
+    by_record = llmco2.predict("llama3.1-8b", "h100", **ARGS, options=RequestOptions(engine="hf"),
+                               assumptions=Assumptions(region="FR", pue=1.2)).to_dict()
+    by_name = llmco2.predict("llama3.1-8b", "h100", **ARGS, engine="hf", region="FR", pue="1.2").to_dict()
+    assert by_record == by_name and by_record["engine"] == "hf"
+
+
+def test_prediction_as_a_frame_matches_predict_frame() -> None:
+    p = llmco2.predict("llama3.1-8b", "h100", **ARGS, region="fra")
+    row = p.to_frame()
+    frame = llmco2.predict_frame(pd.DataFrame([{"model": "llama3.1-8b", "gpu": "h100", "batch_size": 2, "prompt_tokens": 700,
+                                                "generated_tokens": 90}]), region="fra")
+    for column in ("prefill_j", "decode_j", "total_j", "total_j_low", "latency_s", "operational_g", "total_g"):
+        assert row[column][0] == pytest.approx(frame[column][0], rel=1e-9), column
+    assert "<table" in p._repr_html_()
 
 
 REQUESTS = pd.DataFrame({
@@ -173,3 +214,15 @@ def test_docs_python_examples_cover_the_public_api() -> None:
     code = "\n".join(block.text for block in blocks)
     for name in ("predict", "predict_frame", "serve", "make_workload", "InvalidInputError"):
         assert f"llmco2.{name}" in code, name
+
+
+def test_the_api_docstring_examples_run() -> None:
+    import doctest
+
+    import llmco2.api.options
+    import llmco2.api.server
+    import llmco2.api.single
+
+    for module in (llmco2.api.options, llmco2.api.single, llmco2.api.server):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

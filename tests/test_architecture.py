@@ -1,7 +1,11 @@
 """The package's import graph has no loops, and its imports point one way: every import inside
-``llmco2`` (at module level or inside a function) goes to the same stage or an earlier one of
-specs -> analytic -> graph -> data -> measure -> models -> prediction -> carbon -> serving -> cli
-(serving builds on carbon's accounting; the Python API, ``llmco2.api``, sits with cli on top).
+``llmco2`` (at module level, inside a function, or under ``if TYPE_CHECKING:``) goes to the same
+stage or an earlier one of
+specs -> analytic -> graph -> data -> measure -> physics -> prediction -> carbon -> serving ->
+training -> api -> cli
+(serving builds on carbon's accounting; training needs torch and nothing before it does; the use
+cases live in ``llmco2.api``, and only ``llmco2.cli`` parses flags). No module outside ``cli``
+imports it, and no module imports another's private (``_``-prefixed) names.
 
 Run as a script to print the graph's loops and the imports against the stage order:
 ``python tests/test_architecture.py``.
@@ -25,20 +29,20 @@ UNTIED = (("llmco2.measure.meter", "llmco2.measure.windows"), ("llmco2.cli.predi
 
 
 #: The stages, earliest first: a module may import its own stage and earlier ones.
-STAGES = ("specs", "analytic", "graph", "data", "measure", "models", "prediction", "carbon", "serving", "cli")
-#: Modules outside the stage packages: shared by every stage (before the first), or in the last
-#: stage beside cli (the Python API).
-SHARED = ("llmco2", "llmco2.errors", "llmco2.file_checks", "llmco2.config_checks", "llmco2.resumable_output",
+STAGES = ("specs", "analytic", "graph", "data", "measure", "physics", "prediction", "carbon", "serving", "training",
+          "api", "cli")
+#: Modules outside the stage packages, shared by every stage (before the first). The package
+#: itself (its lazy re-exports of the API) sits with the API.
+SHARED = ("llmco2.version", "llmco2.errors", "llmco2.file_checks", "llmco2.config_checks", "llmco2.resumable_output",
           "llmco2.hydra_app")
-TOP = ("llmco2.api",)
 
 
 def stage(module: str) -> int:
     """Position of ``module``'s stage in :data:`STAGES` (-1: shared by all)."""
     if module in SHARED:
         return -1
-    if module in TOP:
-        return len(STAGES) - 1
+    if module == PACKAGE:
+        return STAGES.index("api")
     return STAGES.index(module.split(".")[1])
 
 
@@ -64,16 +68,16 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement of ``tree``, at any depth (functions, methods, ``try``), except
-    those under ``if TYPE_CHECKING:``, which never run."""
+def _imports(tree: ast.AST, type_checking: bool = True) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement of ``tree``, at any depth (functions, methods, ``try``), and those
+    under ``if TYPE_CHECKING:`` unless ``type_checking`` is false."""
     stack = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
         children = list(ast.iter_child_nodes(node))
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if not type_checking and isinstance(node, ast.If) and _is_type_checking(node):
             children = list(node.orelse)
         stack.extend(children)
 
@@ -160,7 +164,7 @@ def test_cycle_finder_sees_function_level_imports(tmp_path: Path) -> None:
     (pkg / "b.py").write_text("def f():\n    from pkg import a\n")
     (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n")
     graph = import_graph(package_modules(tmp_path, "pkg"))
-    assert graph["pkg.b"] == {"pkg.a"} and graph["pkg.c"] == set()
+    assert graph["pkg.b"] == {"pkg.a"} and graph["pkg.c"] == {"pkg.a"}
     assert cycles(graph) == [frozenset({"pkg.a", "pkg.b"})]
 
 
@@ -179,19 +183,52 @@ def test_untied_pairs_import_one_way() -> None:
 
 
 def test_stage_check_sees_an_import_of_a_later_stage() -> None:
-    graph = {"llmco2.models.a": {"llmco2.prediction.b", "llmco2.errors"}, "llmco2.prediction.b": {"llmco2.models.a"},
+    graph = {"llmco2.physics.a": {"llmco2.prediction.b", "llmco2.errors"}, "llmco2.prediction.b": {"llmco2.physics.a"},
              "llmco2.api": {"llmco2.cli.c"}, "llmco2.cli.c": {"llmco2.api"}}
-    assert against_stages(graph) == [("llmco2.models.a", "llmco2.prediction.b")]
+    assert against_stages(graph) == [("llmco2.api", "llmco2.cli.c"), ("llmco2.physics.a", "llmco2.prediction.b")]
 
 
 def test_every_module_has_a_stage() -> None:
     for name in package_modules():
-        assert name in SHARED or name in TOP or (len(name.split(".")) > 1 and name.split(".")[1] in STAGES), name
+        assert name in SHARED or name == PACKAGE or (len(name.split(".")) > 1 and name.split(".")[1] in STAGES), name
 
 
 def test_imports_follow_the_stage_order() -> None:
     wrong = against_stages(import_graph(package_modules()))
     assert not wrong, f"imports from an earlier stage to a later one: {wrong}"
+
+
+def private_imports(modules: dict[str, Path]) -> list[tuple[str, str]]:
+    """``(importer, "module._name")`` for every import of a ``_``-prefixed name from another module
+    of the package (``from llmco2.x import _y``)."""
+    found = []
+    for name, path in modules.items():
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith(PACKAGE):
+                found += [(name, f"{node.module}.{a.name}") for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__") and node.module != name]
+    return sorted(found)
+
+
+def test_private_import_check_sees_one(tmp_path: Path) -> None:
+    pkg = tmp_path / "llmco2"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from llmco2.b import _hidden, shown\n")
+    (pkg / "b.py").write_text("_hidden = shown = 1\n")
+    assert private_imports(package_modules(tmp_path, "llmco2")) == [("llmco2.a", "llmco2.b._hidden")]
+
+
+def test_no_module_imports_private_names_of_another() -> None:
+    wrong = private_imports(package_modules())
+    assert not wrong, f"private names imported across modules: {wrong}"
+
+
+def test_only_cli_imports_cli() -> None:
+    graph = import_graph(package_modules())
+    wrong = sorted((a, b) for a, deps in graph.items() for b in deps
+                   if b.startswith(f"{PACKAGE}.cli") and not a.startswith(f"{PACKAGE}.cli"))
+    assert not wrong, f"modules outside llmco2.cli import it: {wrong}"
 
 
 def test_experiments_import_the_package_not_each_other() -> None:
@@ -208,3 +245,5 @@ if __name__ == "__main__":
         print(("known: " if loop in KNOWN_CYCLES else "") + " <-> ".join(sorted(loop)))
     for a, b in against_stages(graph):
         print(f"against the stage order: {a} -> {b}")
+    for a, b in private_imports(package_modules()):
+        print(f"private name: {a} imports {b}")

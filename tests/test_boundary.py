@@ -46,9 +46,9 @@ def test_bad_single_request_options(extra: list[str], mentions: list[str], capsy
 
 @pytest.mark.parametrize("argv, mentions", [
     (["predict", *REQUEST[:2], "--gpu", "a100-80gb", "--batch-size", "2000000", "--prompt-tokens", "8", "--gen-tokens", "2"],
-     ["batch_size", "1,048,576"]),
+     ["--batch-size", "1,048,576"]),
     (["analyze", "model", "--model", "qwen2-0.5b", "--gpu", "a100-80gb", "--batch-size", "1", "--prompt-tokens", "999999999999",
-      "--gen-tokens", "2", "--ignore-context"], ["prompt_tokens", "134,217,728"]),
+      "--gen-tokens", "2", "--ignore-context"], ["--prompt-tokens", "134,217,728"]),
     (["sample", "--n", "10", "--out", "s.csv", "--gpus", ""], ["--gpus", "is empty"]),
 ])
 def test_bad_counts_and_empty_values(argv: list[str], mentions: list[str], capsys) -> None:

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from llmco2.errors import InvalidInputError
-from llmco2.models.checkpoint_file import convert_legacy, read_checkpoint, write_checkpoint
-from llmco2.models.inference import load_inference
-from llmco2.models.train import GNNPredictor
+from llmco2.prediction.checkpoint_file import convert_legacy, read_checkpoint, write_checkpoint
+from llmco2.prediction.inference import load_inference
+from llmco2.training.train import GNNPredictor
 from tests.fast_predict_support import assert_same, mixed_items, train_small_checkpoint
 from tests.helpers import run_cli
 
@@ -152,7 +152,7 @@ def test_training_writes_the_safe_format(checkpoint: Path) -> None:
 def test_baseline_checkpoints_refuse_pickles_and_foreign_types(tmp_path: Path) -> None:
     import skops.io as sio
 
-    from llmco2.models.baselines import BASELINES
+    from llmco2.training.baselines import BASELINES
 
     marker = tmp_path / "ran"
     bad = tmp_path / "gbt.skops"

@@ -88,9 +88,9 @@ def test_batch_csv(tmp_path: Path, capsys) -> None:
 BAD = [
     (["--gpu", "a100-80gb"], ["--gpu", "a999"], "a999"),
     (["--model", "llama3.1-8b"], ["--model", "llama9-8b"], "llama9-8b"),
-    (["--prompt-tokens", "512"], ["--prompt-tokens", "-3"], "prompt_tokens"),
-    (["--gen-tokens", "129"], ["--gen-tokens", "0"], "generated_tokens"),
-    (["--batch-size", "2"], ["--batch-size", "0"], "batch_size"),
+    (["--prompt-tokens", "512"], ["--prompt-tokens", "-3"], "--prompt-tokens"),
+    (["--gen-tokens", "129"], ["--gen-tokens", "0"], "--gen-tokens"),
+    (["--batch-size", "2"], ["--batch-size", "0"], "--batch-size"),
     (["--gpu", "a100-80gb"], ["--gpu", "a100-80gb", "--gpus", "3"], "tensor_parallel"),
     (["--gpu", "a100-80gb"], ["--gpu", "t4", "--dtype", "bf16"], "bf16"),
     (["--gpu", "a100-80gb"], ["--gpu", "a100-80gb", "--dtype", "fp7"], "fp7"),

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from llmco2.carbon.accounting import SECONDS_PER_YEAR
-from llmco2.models.dataset import energy_data
-from llmco2.models.predict import default_checkpoint_path
-from llmco2.models.train import GNNPredictor, TrainConfig
+from llmco2.data.dataset import energy_data
+from llmco2.prediction.loading import default_checkpoint_path
+from llmco2.training.train import GNNPredictor, TrainConfig
 from tests.helpers import run_cli as run
 from tests.test_gnn import synthetic_table
 
@@ -125,7 +125,7 @@ def test_shipped_checkpoint_predicts_on_added_gpus(gpu_id: str, capsys) -> None:
 
 def test_latency_respects_the_power_limit(checkpoint: Path) -> None:
     from llmco2.carbon.footprint import predict_footprint
-    from llmco2.models.predict import load_predictor
+    from llmco2.prediction.loading import load_predictor
     from llmco2.specs import Request, get_gpu, get_model
 
     items = [(get_model("llama3.1-8b"), Request(batch_size=b, prompt_tokens=1024, generated_tokens=64, num_gpus=n), get_gpu("h100"))
@@ -141,9 +141,9 @@ def test_unknown_region_lists_close_matches(checkpoint: Path, capsys) -> None:
 
 
 def test_a_checkpoint_with_the_legacy_latency_entry_loads_and_predicts_the_same(checkpoint: Path, tmp_path: Path) -> None:
-    from llmco2.models.checkpoint_file import read_checkpoint, write_checkpoint
-    from llmco2.models.predict import load_predictor
     from llmco2.prediction import predict_phases
+    from llmco2.prediction.checkpoint_file import read_checkpoint, write_checkpoint
+    from llmco2.prediction.loading import load_predictor
     from llmco2.specs import Request, get_gpu, get_model
 
     tensors, meta = read_checkpoint(checkpoint)

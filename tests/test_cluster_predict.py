@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from llmco2.cli.cluster_parts import MANIFEST_NAME
+from llmco2.api.cluster_parts import MANIFEST_NAME
 from tests.test_fuzz_boundary import _cli
 
 pytest.importorskip("distributed")
@@ -136,7 +136,7 @@ def _free_port() -> int:
 ])
 def test_refused_with_one_line(extra: list[str], words: str, inputs: Path, tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import llmco2.cli.predict_cluster as pc
+    import llmco2.api.cluster as pc
 
     monkeypatch.setattr(pc, "CONNECT_TIMEOUT_S", 1.0)
     (tmp_path / "empty").mkdir()

@@ -10,8 +10,8 @@ from hydra import compose, initialize_config_dir
 from llmco2.config_checks import check_experiment_config
 from llmco2.data.sample_app import run as run_sample_app
 from llmco2.errors import InvalidInputError
-from llmco2.models.experiment import CONF_DIR, train
-from llmco2.models.train import TrainConfig
+from llmco2.training.experiment import CONF_DIR, train
+from llmco2.training.train import TrainConfig
 
 
 def _compose(name: str, overrides: list[str]):

@@ -11,7 +11,7 @@ import pytest
 
 import llmco2
 from llmco2.graph.features import ENGINE_LEVELS, GLOBAL_FEATURES
-from llmco2.models.step_physics import catalog_overhead
+from llmco2.physics.step_physics import catalog_overhead
 from llmco2.specs import engine_id, engine_level_index, engine_levels, get_engine
 from tests.helpers import run_cli
 

@@ -8,7 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from llmco2.models.experiment import CONF_DIR
+from llmco2.training.experiment import CONF_DIR
 
 MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
 

@@ -17,10 +17,10 @@ from llmco2.analytic.layer import LayerBatch, analyze_layers
 from llmco2.analytic.model import model_totals
 from llmco2.analytic.request_files import iter_request_chunks
 from llmco2.analytic.table import RequestTable
-from llmco2.models.dataset import from_items
-from llmco2.models.inference import load_inference
-from llmco2.models.predict import default_checkpoint_path, load_reference_predictor
-from llmco2.models.train import GNNPredictor
+from llmco2.data.dataset import from_items
+from llmco2.prediction.inference import load_inference
+from llmco2.prediction.loading import default_checkpoint_path
+from llmco2.training.train import GNNPredictor, load_reference_predictor
 from tests.fast_predict_support import REQUEST_CSV, assert_same, mixed_items, modules_after, train_small_checkpoint
 from tests.helpers import run_cli as run
 from tests.test_gnn import synthetic_table

@@ -13,9 +13,9 @@ import llmco2.analytic.request_files as rf
 from llmco2.analytic.layer import analyze_layers
 from llmco2.analytic.model import model_totals
 from llmco2.analytic.table import RequestTable
-from llmco2.models.inference import load_inference
-from llmco2.models.train import GNNPredictor
+from llmco2.prediction.inference import load_inference
 from llmco2.specs import get_gpu
+from llmco2.training.train import GNNPredictor
 from tests.fast_predict_support import REQUEST_CSV, assert_same, mixed_items, modules_after, train_small_checkpoint
 from tests.helpers import run_cli as run
 
@@ -41,7 +41,7 @@ def test_feature_log_equals_log1p_in_float32() -> None:
 
 
 def test_forward_same_for_any_threads_and_block(checkpoint: Path, monkeypatch) -> None:
-    import llmco2.models.numpy_forward as nf
+    import llmco2.prediction.numpy_forward as nf
 
     model = load_inference(checkpoint)
     items = mixed_items() * 7
@@ -54,7 +54,7 @@ def test_forward_same_for_any_threads_and_block(checkpoint: Path, monkeypatch) -
 
 
 def test_pipelined_prediction_equals_steps_and_reference(checkpoint: Path, monkeypatch) -> None:
-    import llmco2.models.inference as inference
+    import llmco2.prediction.inference as inference
 
     items = mixed_items() * 3
     model = load_inference(checkpoint)
@@ -70,7 +70,7 @@ def test_pipelined_prediction_equals_steps_and_reference(checkpoint: Path, monke
 
 
 def test_domain_note_lists_equal_one_by_one() -> None:
-    from llmco2.models.head import domain_note_lists, domain_notes
+    from llmco2.prediction.head import domain_note_lists, domain_notes
 
     domain = {"devices": ["a100-40gb", "h100-sxm"], "engines": ["vllm"], "params": [5e8, 1e10],
               "prompt_tokens": [10, 1100], "generated_tokens": [1, 200], "batch_size": [1, 8], "num_gpus": [1, 2]}
@@ -126,7 +126,7 @@ def test_request_file_cells_with_commas_are_quoted_in_the_output(tmp_path: Path,
 @pytest.mark.parametrize("layers, hidden", [(1, 16), (3, 8)])
 def test_forward_any_depth_and_width_equals_plain_loops(layers: int, hidden: int) -> None:
     from llmco2.graph.features import build_graph_arrays
-    from llmco2.models.numpy_forward import SageForward
+    from llmco2.prediction.numpy_forward import SageForward
 
     analysis = analyze_layers(RequestTable.from_items(mixed_items()).layer_batch())
     g = build_graph_arrays(analysis, model_totals(analysis))
@@ -163,9 +163,9 @@ def test_forward_any_depth_and_width_equals_plain_loops(layers: int, hidden: int
 
 
 def test_columnar_head_equals_items_and_plain_loops(checkpoint: Path) -> None:
-    from llmco2.models.head import device_group, domain_note_lists, domain_notes
-    from llmco2.models.intervals import UNCALIBRATED_WIDENING
-    from llmco2.models.physics import PhaseInputs
+    from llmco2.physics.priors import PhaseInputs
+    from llmco2.prediction.head import device_group, domain_note_lists, domain_notes
+    from llmco2.prediction.intervals import UNCALIBRATED_WIDENING
 
     model, items = load_inference(checkpoint), mixed_items() * 3
     table = RequestTable.from_items(items)
@@ -238,9 +238,11 @@ def test_node_features_of_a_batch_equal_one_request_at_a_time() -> None:
 
 
 def test_file_gpus_read_only_when_they_can_change_the_default_pue() -> None:
-    from llmco2.cli.predict_file import _first_chunk_gpus_suffice, first_chunk_limit
+    from llmco2.api.files import first_chunk_gpus_suffice, first_chunk_limit
+    from llmco2.api.options import Assumptions, FileJob
 
+    plain, pue = FileJob("in.csv", "out.csv"), FileJob("in.csv", "out.csv", assumptions=Assumptions(pue="1.2"))
     edge, dc, full = [get_gpu("jetson-orin")], [get_gpu("jetson-orin"), get_gpu("a100-40gb")], first_chunk_limit()
-    assert _first_chunk_gpus_suffice(edge, full - 1, {}) and _first_chunk_gpus_suffice(dc, full, {})
-    assert _first_chunk_gpus_suffice(edge, full, {"pue_value": 1.2})
-    assert not _first_chunk_gpus_suffice(edge, full, {"pue_value": None})
+    assert first_chunk_gpus_suffice(edge, full - 1, plain) and first_chunk_gpus_suffice(dc, full, plain)
+    assert first_chunk_gpus_suffice(edge, full, pue)
+    assert not first_chunk_gpus_suffice(edge, full, plain)

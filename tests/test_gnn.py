@@ -7,12 +7,12 @@ import pandas as pd
 import pytest
 import torch
 
+from llmco2.data.dataset import energy_data
 from llmco2.errors import InvalidInputError
-from llmco2.models.checkpoint_file import read_checkpoint, write_checkpoint
-from llmco2.models.dataset import energy_data
-from llmco2.models.gnn import LLMCO2Net
-from llmco2.models.metrics import scores
-from llmco2.models.train import GNNPredictor, TrainConfig
+from llmco2.prediction.checkpoint_file import read_checkpoint, write_checkpoint
+from llmco2.training.gnn import LLMCO2Net
+from llmco2.training.metrics import scores
+from llmco2.training.train import GNNPredictor, TrainConfig
 
 
 def test_tiny_graph_shapes_and_permutation_invariance() -> None:
@@ -137,7 +137,7 @@ def test_no_hardware_view_drops_only_the_raw_catalog_numbers() -> None:
 
 @pytest.mark.parametrize("name", ["gbt", "deepen", "llmcarbon", "roofline_tdp"])
 def test_baselines_fit_predict_round_trip(name: str, tmp_path) -> None:
-    from llmco2.models.baselines import BASELINES
+    from llmco2.training.baselines import BASELINES
 
     data = energy_data(synthetic_table(60))
     model = BASELINES[name](**({"max_iter": 200, "learning_rate": 0.2, "min_samples_leaf": 5} if name == "gbt" else {"n_estimators": 10} if name == "deepen" else {}))
@@ -154,9 +154,9 @@ def test_roofline_tdp_is_the_weight_read_time_at_the_power_limit_for_batch_one_d
     """Hand-computed: batch-1 decode of Llama-3.1-8B on one H100 reads its 7.50 B non-embedding
     bf16 weights (8.03 B less the 0.525 B embedding table, of which a step reads one row) each
     step at 3.35 TB/s, for 4.48 ms; 16 generated tokens are 15 decode steps, at 700 W."""
-    from llmco2.models.baselines import RooflineTDPPredictor
-    from llmco2.models.dataset import from_items
+    from llmco2.data.dataset import from_items
     from llmco2.specs import Request, get_gpu, get_model
+    from llmco2.training.baselines import RooflineTDPPredictor
 
     model = RooflineTDPPredictor()
     model.fit(energy_data(synthetic_table(10)))
@@ -174,8 +174,8 @@ def test_roofline_tdp_is_the_weight_read_time_at_the_power_limit_for_batch_one_d
 def test_predictions_stay_in_the_clamped_ratio_range(a100) -> None:
     """Far outside the training data (another GPU, 8 GPUs, batch 64) the energy stays within the
     clamped ratio to the physics prior instead of exploding."""
-    from llmco2.models.dataset import from_items
-    from llmco2.models.physics import idle_power_w
+    from llmco2.data.dataset import from_items
+    from llmco2.physics.priors import idle_power_w
     from llmco2.specs import Request, get_model
 
     data = energy_data(synthetic_table(40))

@@ -10,10 +10,10 @@ import pytest
 
 from llmco2.analytic.layer import LayerBatch, analyze_layers
 from llmco2.analytic.model import model_totals
-from llmco2.models.head import OutputHead, domain_notes
-from llmco2.models.intervals import IntervalCalibration, conformal_bounds
-from llmco2.models.physics import PhaseInputs, PhysicsPrior, idle_power_w
-from llmco2.models.targets import EnergyTarget
+from llmco2.physics.priors import PhaseInputs, PhysicsPrior, idle_power_w
+from llmco2.prediction.head import OutputHead, domain_notes
+from llmco2.prediction.intervals import IntervalCalibration, conformal_bounds
+from llmco2.prediction.targets import EnergyTarget
 from llmco2.specs import Request, get_gpu, get_model
 from llmco2.specs.gpus import static_power_w
 
@@ -133,7 +133,7 @@ def test_head_state_round_trip_gives_identical_predictions() -> None:
 
 
 def test_head_imports_neither_torch_nor_pandas() -> None:
-    code = ("import sys, llmco2.models.head; bad = [m for m in ('torch', 'torch_geometric', 'pandas') if m in sys.modules]; "
+    code = ("import sys, llmco2.prediction.head; bad = [m for m in ('torch', 'torch_geometric', 'pandas') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
@@ -199,7 +199,7 @@ def test_power_model_units_compute_bound_prefill_draws_more_than_memory_bound_de
 def test_unseen_gpu_correction_is_held_to_its_groups_training_range() -> None:
     """A GPU outside the training domain gets at most the correction the training GPUs of its
     group (data-centre or edge) needed; a trained GPU keeps the network's correction."""
-    from llmco2.models.targets import EnergyTarget
+    from llmco2.prediction.targets import EnergyTarget
 
     arch = get_model("qwen2-0.5b")
     items = [(arch, Request(batch_size=1, prompt_tokens=64, generated_tokens=9), get_gpu(g)) for g in ("h100-sxm", "l4")]

@@ -10,7 +10,7 @@ import pytest
 
 from llmco2.carbon.accounting import J_PER_KWH
 from llmco2.carbon.reports import hourly_trace, plot_trace, trace_footprint, trace_summary
-from llmco2.models.predict import load_predictor
+from llmco2.prediction.loading import load_predictor
 from tests.helpers import run_cli
 
 HOURS = "timestamp,g_co2eq_per_kwh\n2023-11-16T18:00:00Z,100\n2023-11-16T19:00:00Z,400\n"

@@ -14,7 +14,7 @@ from llmco2.data import sample_app
 from llmco2.errors import InvalidInputError
 from llmco2.hydra_app import check_command_line
 from llmco2.measure import sweep_app
-from llmco2.models.experiment import CONF_DIR
+from llmco2.training.experiment import CONF_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINER = "the top level has data, split, model, trainer, name, seed, out_dir, resume"
@@ -108,7 +108,7 @@ def test_entry_point_exits_2_with_one_line(monkeypatch: pytest.MonkeyPatch, caps
 
 def test_experiment_command_as_a_user_runs_it(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "llmco2.models.experiment", "trainer.max_epoch=3"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "llmco2.training.experiment", "trainer.max_epoch=3"], capture_output=True,
                           text=True, cwd=tmp_path, env=env, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == ("llmco2: error: trainer.max_epoch=3: no key trainer.max_epoch to set; did you mean "

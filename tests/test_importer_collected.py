@@ -180,7 +180,7 @@ def test_flag_notes_become_flags(tmp_path: Path) -> None:
 
 
 def test_flagged_rows_are_left_out_of_fits(tmp_path: Path) -> None:
-    from llmco2.models.experiment import UNRELIABLE_FLAGS, usable_rows
+    from llmco2.data.usable import UNRELIABLE_FLAGS, usable_rows
 
     rows = [row(notes="FLAG: avg power 1180 W > TDP 250 W x 4", energy_j=2950.0, avg_power_w=295.0),
             row(notes=ECE_NOTE + "; FLAG: avg power 60 W is near idle", energy_j=600.0, avg_power_w=60.0),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from llmco2.models.metrics import grouped_scores, scores
+from llmco2.training.metrics import grouped_scores, scores
 
 
 def test_scores_hand_computed() -> None:
@@ -34,7 +34,7 @@ def test_no_valid_rows() -> None:
 
 
 def test_interval_coverage_counts_measurements_inside_the_bounds() -> None:
-    from llmco2.models.metrics import coverage
+    from llmco2.training.metrics import coverage
 
     out = coverage([1.0, 1.0, 2.0, 1.0, 1.0], [3.0, 3.0, 4.0, 2.0, 2.0], [2.0, 3.0, 1.0, 5.0, 0.0])
     assert out["n"] == 4  # the zero measurement is left out

@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from llmco2.cli.prediction_chunks import PREDICTION_COLUMNS
+from llmco2.api.chunks import PREDICTION_COLUMNS
 from tests.helpers import run_cli as run
 
 

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llmco2.models.dataset import energy_data
-from llmco2.models.experiment import usable_rows
-from llmco2.models.physics import PhaseInputs, PhysicsPrior
-from llmco2.models.physics_fit import fit_physics
+from llmco2.data.dataset import energy_data
+from llmco2.data.usable import usable_rows
+from llmco2.physics.prior_fit import fit_physics
+from llmco2.physics.priors import PhaseInputs, PhysicsPrior
 
 
 def _rows(engine: str, n: int, seed: int) -> list[dict]:

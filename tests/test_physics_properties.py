@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llmco2.models.step_physics import step_cost, step_shapes
+from llmco2.physics.step_physics import step_cost, step_shapes
 from llmco2.serving.physics_params import shipped_params
 from llmco2.specs import Request, get_gpu, get_model
 from llmco2.specs.gpus import static_power_w

@@ -16,7 +16,7 @@ from llmco2.carbon.reports import (
     trace_summary,
 )
 from llmco2.cli import main
-from llmco2.models.train import GNNPredictor
+from llmco2.training.train import GNNPredictor
 from tests.test_cli_predict import checkpoint  # noqa: F401 - fixture
 
 

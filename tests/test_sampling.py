@@ -115,7 +115,7 @@ def test_focused_sample_columns_and_priors(traces) -> None:
 
 def test_reads_each_trace_once_per_process(traces, monkeypatch) -> None:
     azure.clear_cache()
-    sampling._trace_pairs.cache_clear()
+    sampling.trace_length_pairs.cache_clear()
     calls = []
     real = pd.read_csv
 

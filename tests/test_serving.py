@@ -139,7 +139,7 @@ def test_workload_needs_exactly_one_load():
         make_workload("fixed", n=10, prompt_tokens=5, output_tokens=5)
     with pytest.raises(InvalidInputError):
         make_workload("fixed", n=10, rate=1.0, concurrency=4, prompt_tokens=5, output_tokens=5)
-    with pytest.raises(InvalidInputError, match="--rate"):
+    with pytest.raises(InvalidInputError, match="^rate: "):
         make_workload("fixed", n=10, rate=-1.0, prompt_tokens=5, output_tokens=5)
 
 

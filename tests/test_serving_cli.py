@@ -50,7 +50,7 @@ def test_report_trace_serving_bad_input(capsys, tmp_path):
 def linear_grid(monkeypatch):
     """Replace the predictor grid with the linear cost model (no checkpoint needed)."""
     monkeypatch.setattr(serving_costs.GridCostModel, "from_predictor", classmethod(lambda cls, *a, **k: LinearCost()))
-    monkeypatch.setattr("llmco2.models.predict.load_predictor", lambda *a, **k: None)
+    monkeypatch.setattr("llmco2.prediction.loading.load_predictor", lambda *a, **k: None)
 
 
 def test_predict_serving_reports_the_request_share(linear_grid, capsys):
@@ -86,7 +86,7 @@ def test_shipped_calibration_belongs_to_its_checkpoint(monkeypatch, tmp_path):
 
     other = tmp_path / "other.safetensors"
     other.write_bytes(b"not the checkpoint the calibration was fitted with")
-    monkeypatch.setattr("llmco2.models.predict.default_checkpoint_path", lambda: other)
+    monkeypatch.setattr("llmco2.prediction.loading.default_checkpoint_path", lambda: other)
     cal_mod.shipped_calibration.cache_clear()
     try:
         assert cal_mod.shipped_calibration() is None

@@ -41,7 +41,7 @@ def test_the_api_refuses_flags_that_are_not_booleans_and_empty_texts(kw: dict, f
     import llmco2
 
     with pytest.raises(llmco2.InvalidInputError, match=field):
-        llmco2.predict("llama3.1-8b", "h100", prompt_tokens=10, gen_tokens=10, **kw)
+        llmco2.predict("llama3.1-8b", "h100", prompt_tokens=10, generated_tokens=10, **kw)
 
 
 def test_a_rate_near_zero_is_refused_rather_than_charged_years_of_idling(capsys) -> None:
@@ -50,7 +50,7 @@ def test_a_rate_near_zero_is_refused_rather_than_charged_years_of_idling(capsys)
 
 
 def test_more_local_workers_than_memory_allows_are_refused_up_front(tmp_path, capsys, monkeypatch) -> None:
-    import llmco2.cli.predict_cluster as pc
+    import llmco2.api.cluster as pc
 
     monkeypatch.setattr(pc, "machine_memory_bytes", lambda: 4e9)  # a 4 GB machine: at most 8 workers of 400 MB
     src = tmp_path / "r.csv"

@@ -1,4 +1,4 @@
-"""Isolated batch runs as observations of the step physics (``llmco2.models.step_isolated``)."""
+"""Isolated batch runs as observations of the step physics (``llmco2.physics.step_isolated``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from llmco2.data.schema import conform
-from llmco2.models.step_fit import fit_step_params
-from llmco2.models.step_isolated import fit_isolated, isolated_rows
-from llmco2.models.step_physics import EngineOverhead, StepParams
+from llmco2.physics.step_fit import fit_step_params
+from llmco2.physics.step_isolated import fit_isolated, isolated_rows
+from llmco2.physics.step_physics import EngineOverhead, StepParams
 
 TRUTH = StepParams(eta_compute=0.55, eta_memory=0.75, kernel_gap_s=3e-6, collective_s=20e-6, power_base=0.15,
                    power_compute=0.8, memory_pj_per_byte=200.0,

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from llmco2.models.step_fit import Observation, fit_step_params
-from llmco2.models.step_physics import SLOTS, EngineOverhead, StepParams, arithmetic_power_w, step_cost, step_shapes
+from llmco2.physics.step_fit import Observation, fit_step_params
+from llmco2.physics.step_physics import SLOTS, EngineOverhead, StepParams, arithmetic_power_w, step_cost, step_shapes
 from llmco2.serving import GridCostModel, SchedulerConfig, Workload, memory_budget, simulate
 from llmco2.serving.api import server_setup
 from llmco2.serving.api import steady_state as simulated_steady_state
@@ -218,7 +218,7 @@ def test_an_engine_all_reduce_cost_adds_per_collective_and_only_with_tensor_para
 
 @pytest.mark.parametrize("field", ["collective_s", "serving_worker_s"])
 def test_online_engine_costs_are_fitted_only_for_engines_that_serving_rows_ran(field: str):
-    from llmco2.models.step_fit import _engine_fields
+    from llmco2.physics.step_fit import _engine_fields
 
     assert field in _engine_fields(GRAPHS, online=True)
     assert field not in _engine_fields(GRAPHS, online=False)

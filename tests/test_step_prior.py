@@ -1,4 +1,4 @@
-"""The step physics as the network's prior for data-centre GPUs (:mod:`llmco2.models.step_prior`)."""
+"""The step physics as the network's prior for data-centre GPUs (:mod:`llmco2.physics.step_prior`)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 
 from llmco2.analytic.layer import LayerBatch, analyze_layers
 from llmco2.analytic.model import model_totals
-from llmco2.models.head import OutputHead
-from llmco2.models.physics import PhaseInputs, PhysicsPrior
-from llmco2.models.step_physics import EngineOverhead, StepParams, step_cost, step_shapes
-from llmco2.models.step_prior import StepPrior, step_phase_cost
-from llmco2.models.targets import EnergyTarget
+from llmco2.physics.priors import PhaseInputs, PhysicsPrior
+from llmco2.physics.step_physics import EngineOverhead, StepParams, step_cost, step_shapes
+from llmco2.physics.step_prior import StepPrior, step_phase_cost
+from llmco2.prediction.head import OutputHead
+from llmco2.prediction.targets import EnergyTarget
 from llmco2.specs import Request, get_gpu, get_model
 
 PARAMS = StepParams(eta_compute=0.5, eta_memory=0.85, kernel_gap_s=4e-6, power_base=0.05, power_compute=0.9,

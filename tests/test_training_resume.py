@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-import llmco2.models.train as train_module
+import llmco2.training.train as train_module
+from llmco2.data.dataset import energy_data
 from llmco2.errors import InvalidInputError
-from llmco2.models.checkpoint_file import read_checkpoint
-from llmco2.models.dataset import energy_data
-from llmco2.models.inference import load_inference
-from llmco2.models.train import GNNPredictor, TrainConfig
+from llmco2.prediction.checkpoint_file import read_checkpoint
+from llmco2.prediction.inference import load_inference
+from llmco2.training.train import GNNPredictor, TrainConfig
 from tests.test_gnn import synthetic_table
 
 CONFIG = dict(hidden=16, max_epochs=6, batch_size=64, patience=100, lr=3e-3, seed=3, dropout=0.1)

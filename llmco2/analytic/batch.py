@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from llmco2.analytic.layer import PHASES, LayerBatch, analyze_layers
 from llmco2.analytic.model import QUANTITIES, model_totals
-from llmco2.analytic.request_files import ARCH_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, iter_request_chunks
+from llmco2.analytic.request_files import ARCH_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, RowDefaults, iter_request_chunks
 from llmco2.specs import GPU, ModelArch, Request
 
 if TYPE_CHECKING:
@@ -20,10 +20,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 __all__ = ["ARCH_COLUMNS", "OPTIONAL_COLUMNS", "REQUIRED_COLUMNS", "analyze_request_table", "read_request_csv"]
 
-def read_request_csv(path: Path, defaults: Any = None) -> list[tuple[ModelArch, Request, GPU]]:
+def read_request_csv(path: Path, defaults: RowDefaults | None = None) -> list[tuple[ModelArch, Request, GPU]]:
     """Parse and validate a request CSV (or Parquet) file; an invalid row raises `InvalidInputError`
-    with its line. ``defaults`` (an argparse namespace or None) supplies dtype / flash-attention /
-    engine / context options for columns the file does not have."""
+    with its line. ``defaults`` supplies dtype / flash-attention / engine / context options for
+    columns the file does not have."""
     items: list[tuple[ModelArch, Request, GPU]] = []
     for chunk in iter_request_chunks(Path(path), defaults):
         items += chunk.table.items()

@@ -51,7 +51,7 @@ def not_utf8_error(path: Path) -> InvalidInputError:
     where = f", line {bad[0]}" if bad else ""
     what = f"byte 0x{bad[2]:02x} at column {bad[1]} is not UTF-8 text" if bad else "not UTF-8 text"
     return InvalidInputError(f"{path}{where}: {what}; save the file as UTF-8 (CSV) or give a Parquet request file",
-                             field="--requests")
+                             field="requests")
 
 
 def _decoded_lines(path: Path, fh: io.BufferedReader) -> Iterator[str]:
@@ -68,9 +68,9 @@ def _decoded_lines(path: Path, fh: io.BufferedReader) -> Iterator[str]:
         except UnicodeDecodeError as exc:
             raise InvalidInputError(f"{path}, line {number}: byte 0x{raw[exc.start]:02x} at column {exc.start + 1} "
                                     "is not UTF-8 text; save the file as UTF-8 (CSV) or give a Parquet request file",
-                                    field="--requests") from None
+                                    field="requests") from None
         if "\x00" in line:
-            raise InvalidInputError(f"{path}, line {number}: not a CSV header (it holds NUL bytes)", field="--requests")
+            raise InvalidInputError(f"{path}, line {number}: not a CSV header (it holds NUL bytes)", field="requests")
         yield from (part for part in _CR_END.split(line) if part)  # lines ended by CR alone, too
 
 
@@ -85,7 +85,7 @@ def raw_header(path: Path) -> list[str]:
                 if row:
                     return row
         except csv.Error as exc:
-            raise InvalidInputError(f"{path}, line {reader.line_num}: not a CSV header ({exc})", field="--requests") from None
+            raise InvalidInputError(f"{path}, line {reader.line_num}: not a CSV header ({exc})", field="requests") from None
     return []
 
 
@@ -107,7 +107,7 @@ def csv_batches(path: Path, header: list[str]) -> Iterator[pa.RecordBatch]:
         if reader.schema.names != raw:  # Arrow read another header (a quote it parses otherwise)
             raise InvalidInputError(f"{path}, line 1: malformed CSV header (quotes that do not pair up?); write "
                                     "the column names separated by commas, quoted (\"...\") only as a whole cell",
-                                    field="--requests")
+                                    field="requests")
         for batch in reader:
             yield batch.rename_columns(header)
     except pa.ArrowInvalid as exc:
@@ -142,7 +142,7 @@ def _malformed(path: Path, width: int, exc: Exception) -> InvalidInputError:
     if "straddling" in first:  # a row longer than the reader's block
         first = "a row or field longer than 1 MiB"
     return InvalidInputError(f"{path}{where}: malformed CSV row ({first[:200]}); every row needs {width} cells, "
-                             "quoted (\"...\") where a cell holds a comma, quote or line break", field="--requests")
+                             "quoted (\"...\") where a cell holds a comma, quote or line break", field="requests")
 
 
 def bad_csv_line(path: Path, width: int) -> str:

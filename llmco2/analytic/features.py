@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmco2.analytic.layer import PHASES, LayerAnalysis, _number
+from llmco2.analytic.layer import PHASES, LayerAnalysis, as_number
 from llmco2.analytic.model import QUANTITIES, ModelTotals
 from llmco2.specs.dtypes import DTYPE_BITS
 from llmco2.specs.gpus import GPU
@@ -52,11 +52,11 @@ def global_features(arch: ModelArch, req: Request, gpu: GPU, analysis: LayerAnal
         "memory_bandwidth_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
         "interconnect_bytes_per_s": gpu.interconnect_bytes_per_s,
         "layer_totals": {
-            p: {q: (float(analysis.total(p, q)[i]) if q == "time_s" else _number(analysis.total(p, q)[i])) for q in QUANTITIES}
+            p: {q: (float(analysis.total(p, q)[i]) if q == "time_s" else as_number(analysis.total(p, q)[i])) for q in QUANTITIES}
             for p in PHASES
         },
         "model_totals": {
-            p: {q: (float(totals.totals[p][q][i]) if q == "time_s" else _number(totals.totals[p][q][i])) for q in QUANTITIES}
+            p: {q: (float(totals.totals[p][q][i]) if q == "time_s" else as_number(totals.totals[p][q][i])) for q in QUANTITIES}
             for p in PHASES
         },
     }

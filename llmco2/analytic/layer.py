@@ -334,7 +334,7 @@ def _edges_for(present: dict[str, bool], parallel_attention: bool) -> list[tuple
     return edges
 
 
-def _number(x: float) -> int | float:
+def as_number(x: float) -> int | float:
     """JSON-friendly number: an int when the value is whole (and finite)."""
     value = float(x)
     if np.isfinite(value) and value.is_integer() and abs(value) < 2**63:
@@ -347,18 +347,18 @@ def phase_record(analysis: LayerAnalysis, phase: str, name: str, i: int = 0) -> 
     c = analysis.costs[phase][name]
     r = analysis.roofline[phase][name]
     return {
-        "ops": _number(c.ops[i]),
-        "mem_bytes": _number(c.mem_bytes[i]),
-        "net_bytes": _number(c.net_bytes[i]),
-        "perf": _number(r.perf_ops_per_s[i]),
-        "intensity": _number(r.intensity[i]),
+        "ops": as_number(c.ops[i]),
+        "mem_bytes": as_number(c.mem_bytes[i]),
+        "net_bytes": as_number(c.net_bytes[i]),
+        "perf": as_number(r.perf_ops_per_s[i]),
+        "intensity": as_number(r.intensity[i]),
         "time_s": float(r.time_s[i]),
         "bound": BOUNDS[int(r.bound[i])],
-        "weight_bytes": _number(c.weight_bytes[i]),
-        "act_load_bytes": _number(c.act_load_bytes[i]),
-        "act_store_bytes": _number(c.act_store_bytes[i]),
-        "kv_load_bytes": _number(c.kv_load_bytes[i]),
-        "kv_store_bytes": _number(c.kv_store_bytes[i]),
+        "weight_bytes": as_number(c.weight_bytes[i]),
+        "act_load_bytes": as_number(c.act_load_bytes[i]),
+        "act_store_bytes": as_number(c.act_store_bytes[i]),
+        "kv_load_bytes": as_number(c.kv_load_bytes[i]),
+        "kv_store_bytes": as_number(c.kv_store_bytes[i]),
     }
 
 

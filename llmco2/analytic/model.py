@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic import kernels as K
 from llmco2.analytic import mixers as M
-from llmco2.analytic.layer import KERNEL_NAMES, PHASES, LayerAnalysis, LayerBatch, _number
+from llmco2.analytic.layer import KERNEL_NAMES, PHASES, LayerAnalysis, LayerBatch, as_number
 from llmco2.analytic.roofline import roofline_point
 
 Array = NDArray[np.float64]
@@ -105,7 +105,7 @@ def summary_record(analysis: LayerAnalysis, totals: ModelTotals, i: int = 0, top
     """Readable whole-model summary of request ``i``: totals, dominant phase and kernels, memory."""
     out: dict[str, Any] = {}
     for phase in PHASES:
-        rec = {q: _number(totals.totals[phase][q][i]) if q != "time_s" else float(totals.totals[phase][q][i]) for q in QUANTITIES}
+        rec = {q: as_number(totals.totals[phase][q][i]) if q != "time_s" else float(totals.totals[phase][q][i]) for q in QUANTITIES}
         times = {n: float(t[i]) for n, t in totals.kernel_time_s[phase].items() if float(t[i]) > 0}
         total_t = sum(times.values()) or 1.0
         rec["dominant_kernels"] = [
@@ -116,7 +116,7 @@ def summary_record(analysis: LayerAnalysis, totals: ModelTotals, i: int = 0, top
     pre, dec = (float(totals.totals[p]["time_s"][i]) for p in PHASES)
     out["dominant_phase"] = "prefill" if pre >= dec else "decode"
     out["time_s"] = pre + dec
-    out["weight_bytes_per_gpu"] = _number(totals.weight_bytes_per_gpu[i])
-    out["kv_cache_bytes_per_gpu"] = _number(totals.kv_cache_bytes_per_gpu[i])
+    out["weight_bytes_per_gpu"] = as_number(totals.weight_bytes_per_gpu[i])
+    out["kv_cache_bytes_per_gpu"] = as_number(totals.kv_cache_bytes_per_gpu[i])
     out["fits_in_memory"] = bool(totals.fits_in_memory[i])
     return out

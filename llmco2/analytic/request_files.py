@@ -127,11 +127,25 @@ def _with_arch_columns(base: ModelArch, changes_text: dict[str, str]) -> ModelAr
     return base.with_overrides(**changes)
 
 
-class _Resolver:
+@dataclass(frozen=True)
+class RowDefaults:
+    """What a request row takes where the file has no column of its own (precisions, attention
+    kernel, engine), and whether rows longer than the model's context are predicted anyway."""
+
+    dtype: str = "fp16"
+    act_dtype: str | None = None
+    kv_dtype: str | None = None
+    flash_attention: bool = True
+    causal: bool = False
+    engine: str = DEFAULT_ENGINE
+    ignore_context: bool = False
+
+
+class Resolver:
     """Catalog look-ups cached across chunks."""
 
-    def __init__(self, defaults: Any) -> None:
-        self.defaults = defaults
+    def __init__(self, defaults: RowDefaults | None = None) -> None:
+        self.defaults = defaults or RowDefaults()
         self.models: dict[str, ModelArch] = {}
         self.variants: dict[tuple, ModelArch] = {}
         self.gpus: dict[str, GPU] = {}
@@ -155,10 +169,9 @@ class _Resolver:
             d = self.defaults
             dtype, flash, engine = (v.strip() for v in key)
             self.kinds[key] = Request(
-                weight_dtype=dtype or getattr(d, "dtype", "fp16"), activation_dtype=getattr(d, "act_dtype", None),
-                kv_dtype=getattr(d, "kv_dtype", None),
-                flash_attention=_bool(flash, "flash_attention") if flash else getattr(d, "flash_attention", True),
-                causal=getattr(d, "causal", False), engine=engine or getattr(d, "engine", None) or DEFAULT_ENGINE)
+                weight_dtype=dtype or d.dtype, activation_dtype=d.act_dtype, kv_dtype=d.kv_dtype,
+                flash_attention=_bool(flash, "flash_attention") if flash else d.flash_attention,
+                causal=d.causal, engine=engine or d.engine or DEFAULT_ENGINE)
         return self.kinds[key]
 
 
@@ -179,7 +192,7 @@ def _groups(columns: list[tuple[NDArray[np.int64], list[str]]]) -> tuple[NDArray
     return group, keys, first
 
 
-def parse_chunk(header: list[str], batch: pa.RecordBatch, lines: NDArray[np.int64], resolver: _Resolver,
+def parse_chunk(header: list[str], batch: pa.RecordBatch, lines: NDArray[np.int64], resolver: Resolver,
                 check_context: bool = True) -> RequestTable:
     """The requests of ``batch`` (string cells; ``lines``: their file lines), validated. Names are
     resolved once per distinct value; nothing runs once per row in Python."""
@@ -220,7 +233,7 @@ def _parquet_batches(path: Path, chunk_rows: int) -> Iterator[pa.RecordBatch]:
 
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="--requests") from None
+        raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="requests") from None
     yield from pf.iter_batches(batch_size=chunk_rows)
 
 
@@ -243,9 +256,9 @@ def _parquet_text(column: pa.Array, name: str, path: Path, line: int) -> pa.Arra
                 v is None or v.decode("utf-8")
             except UnicodeDecodeError:
                 raise InvalidInputError(f"{path}, line {line + i}: {name}: not UTF-8 text; write the column as UTF-8 "
-                                        "strings", field="--requests") from None
+                                        "strings", field="requests") from None
     raise InvalidInputError(f"{path}: column {name} of type {column.type} cannot be read as text; write it as strings "
-                            "or numbers", field="--requests")
+                            "or numbers", field="requests")
 
 
 def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
@@ -287,13 +300,13 @@ def check_header(path: Path, header: list[str]) -> None:
     if len(missing) == len(REQUIRED_COLUMNS):
         shown = ", ".join(repr(h[:20]) for h in header[:6]) + (f" and {len(header) - 6} more" if len(header) > 6 else "")
         raise InvalidInputError(f"{path} does not look like a request file (expected columns {', '.join(REQUIRED_COLUMNS)}"
-                                f"[, {', '.join(OPTIONAL_COLUMNS)}]; its header has {shown or 'nothing'})", field="--requests")
+                                f"[, {', '.join(OPTIONAL_COLUMNS)}]; its header has {shown or 'nothing'})", field="requests")
     if missing:
         raise InvalidInputError(f"{path}: missing columns {', '.join(missing)} (need {', '.join(REQUIRED_COLUMNS)})",
-                                field="--requests")
+                                field="requests")
     dupes = sorted({h for h in header if header.count(h) > 1})
     if dupes:
-        raise InvalidInputError(f"{path}: column {', '.join(dupes)} appears more than once; keep one", field="--requests")
+        raise InvalidInputError(f"{path}: column {', '.join(dupes)} appears more than once; keep one", field="requests")
 
 
 def is_parquet(path: Path) -> bool:
@@ -303,14 +316,14 @@ def is_parquet(path: Path) -> bool:
 
 def request_header(path: Path) -> list[str]:
     """The checked header of a request file (:func:`check_header`), which must be a readable file."""
-    check_input_file(path, "--requests")
+    check_input_file(path, "requests")
     if is_parquet(path):
         try:
             import pyarrow.parquet as pq
 
             header = list(pq.ParquetFile(path).schema_arrow.names)
         except (pa.ArrowInvalid, OSError) as exc:
-            raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="--requests") from None
+            raise InvalidInputError(f"{path} is not a Parquet file ({exc})", field="requests") from None
     else:
         header = csv_header(path)
     check_header(path, header)
@@ -327,7 +340,7 @@ def request_rows(path: Path, header: list[str]) -> int:
     return count_records(path, header)
 
 
-def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None = None,
+def iter_request_chunks(path: Path, defaults: RowDefaults | None = None, chunk_rows: int | None = None,
                         rows: tuple[int, int | None] = (0, None)) -> Iterator[RequestChunk]:
     """Parsed, validated chunks of a request file (``.parquet``/``.pq``: Parquet; else CSV) of at
     most ``chunk_rows`` rows (default :data:`CHUNK_ROWS`), aligned with the start of the file.
@@ -341,8 +354,8 @@ def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None
         raise ValueError(f"rows start at {start}, not a multiple of the chunk size {chunk_rows}")
     header = request_header(path)
     parquet = is_parquet(path)
-    resolver = _Resolver(defaults)
-    check_context = not getattr(defaults, "ignore_context", False)
+    resolver = Resolver(defaults)
+    check_context = not (defaults or RowDefaults()).ignore_context
     line = 2
     for batch in _rebatch(_parquet_batches(path, chunk_rows) if parquet else csv_batches(path, header), chunk_rows):
         if stop is not None and line - 2 >= stop:
@@ -364,7 +377,7 @@ def iter_request_chunks(path: Path, defaults: Any = None, chunk_rows: int | None
         yield RequestChunk(header, batch, table, line, native)
         line += batch.num_rows
     if line == 2 and not start:
-        raise InvalidInputError(f"{path} has a header but no requests", field="--requests")
+        raise InvalidInputError(f"{path} has a header but no requests", field="requests")
 
 
 def count_rows(path: Path) -> int | None:

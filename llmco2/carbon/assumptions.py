@@ -28,7 +28,7 @@ def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_in
     industry average.
     """
     if region_id is not None and carbon_intensity is not None:
-        raise InvalidInputError("give either --region or --carbon-intensity, not both", field="--region")
+        raise InvalidInputError("give either --region or --carbon-intensity, not both", field="region")
     if carbon_intensity is not None:
         intensity = check_float(carbon_intensity, "--carbon-intensity", 0.0, MAX_INTENSITY, " g CO2eq/kWh")
         grid = {"g_co2eq_per_kwh": intensity, "region": None, "source": "given by the user"}
@@ -37,17 +37,17 @@ def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_in
         grid = {"g_co2eq_per_kwh": r.g_co2eq_per_kwh, "region": r.id, "year": r.year, "source": r.source}
     if isinstance(pue_value, (int, float)):
         if math.isfinite(pue_value) and pue_value < 1.0:
-            raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {pue_value}", field="--pue")
+            raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {pue_value}", field="pue")
         p = {"value": check_float(pue_value, "--pue", 1.0, MAX_PUE), "source": "given by the user"}
     else:
         default = "edge_device" if gpus and all(g.form_factor in EDGE_FORM_FACTORS for g in gpus) else None
         row = pue(pue_value or default)
         p = {"value": row.value, "id": row.id, "source": row.source}
     if p["value"] < 1.0:
-        raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {p['value']}", field="--pue")
+        raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {p['value']}", field="pue")
     years = default_lifetime_years() if lifetime_years is None else float(lifetime_years)
     if math.isfinite(years) and years <= 0:
-        raise InvalidInputError(f"must be positive, got {years}", field="--lifetime-years")
+        raise InvalidInputError(f"must be positive, got {years}", field="lifetime_years")
     years = check_float(years, "--lifetime-years", MIN_LIFETIME_YEARS, MAX_LIFETIME_YEARS, " years")
     out: dict[str, Any] = {"grid": grid, "pue": p, "lifetime_years": years}
     if engine is not None:

@@ -18,7 +18,7 @@ from llmco2.carbon.assumptions import EDGE_FORM_FACTORS, resolve_assumptions
 from llmco2.prediction.phases import PREDICT_CHUNK, Item, predict_phases, request_table
 
 if TYPE_CHECKING:
-    from llmco2.models.head import PhasePrediction
+    from llmco2.prediction.head import PhasePrediction
 
 # EDGE_FORM_FACTORS, resolve_assumptions, PREDICT_CHUNK and Item are also importable from here, their earlier home.
 __all__ = ["EDGE_FORM_FACTORS", "PREDICT_CHUNK", "Footprint", "Item", "footprint_from", "predict_footprint",
@@ -128,7 +128,7 @@ def predict_footprint(requests: Sequence[Item] | RequestTable, predictor: Any = 
     Args:
         requests: (arch, request, gpu) triples or a :class:`RequestTable`.
         predictor: a loaded checkpoint (default: the shipped one), torch-free
-            (:func:`llmco2.models.predict.load_predictor`) or the training ``GNNPredictor``.
+            (:func:`llmco2.prediction.loading.load_predictor`) or the training ``GNNPredictor``.
         chunk: requests predicted together (bounds the working memory).
         progress: a callable advanced by the number of requests of each finished chunk.
         assumptions: pre-resolved grid/PUE/lifetime (:func:`resolve_assumptions`), e.g. shared by

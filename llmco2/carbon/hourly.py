@@ -131,28 +131,28 @@ def _columns(header: list[str], where: str, basis: str) -> tuple[str, str, int, 
                 return "electricitymaps", basis, names.index(EM_TIME), names.index(candidate), \
                     names.index(EM_ZONE) if EM_ZONE in names else None
         raise InvalidInputError(f"{where}, line 1: an Electricity Maps export without a {basis} carbon-intensity column "
-                                f"(expected one of {', '.join(repr(c) for c in EM_VALUE[basis])})", field="--intensity-file")
+                                f"(expected one of {', '.join(repr(c) for c in EM_VALUE[basis])})", field="intensity")
     shown = ", ".join(repr(h[:30]) for h in header[:6]) or "nothing"
     raise InvalidInputError(f"{where}, line 1: not an hourly intensity file: expected columns timestamp, g_co2eq_per_kwh"
                             f"[, region] or an Electricity Maps hourly export (Datetime (UTC), Zone Id, Carbon Intensity "
-                            f"gCO₂eq/kWh (direct), ...); its header has {shown}", field="--intensity-file")
+                            f"gCO₂eq/kWh (direct), ...); its header has {shown}", field="intensity")
 
 
 def _rows_of_file(path: Path) -> tuple[list[str], list[list[str]]]:
     from llmco2.file_checks import check_input_file
 
-    check_input_file(path, "--intensity-file")
+    check_input_file(path, "intensity")
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             rows = list(csv.reader(fh))
     except UnicodeDecodeError as exc:
         raise InvalidInputError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); give a CSV file",
-                                field="--intensity-file") from None
+                                field="intensity") from None
     except csv.Error as exc:
-        raise InvalidInputError(f"{path}: not a CSV file ({exc})", field="--intensity-file") from None
+        raise InvalidInputError(f"{path}: not a CSV file ({exc})", field="intensity") from None
     if not rows:
         raise InvalidInputError(f"{path} is empty; give a CSV with columns timestamp, g_co2eq_per_kwh[, region]",
-                                field="--intensity-file")
+                                field="intensity")
     return rows[0], rows[1:]
 
 
@@ -179,14 +179,14 @@ def load_intensity(source: str | Path | Any, basis: str = "direct") -> HourlyInt
         header, rows = _rows_of_frame(source)
     fmt, basis_used, t_col, v_col, r_col = _columns(header, where, basis)
     if not rows or all(not any(str(c).strip() for c in r) for r in rows):
-        raise InvalidInputError(f"{where} has a header but no hours", field="--intensity-file")
+        raise InvalidInputError(f"{where} has a header but no hours", field="intensity")
     lines, times, values, regions = [], [], [], []
     width = len(header)
     for n, row in enumerate(rows, start=2):
         if not any(str(c).strip() for c in row):
             continue  # a blank line
         if len(row) != width:
-            raise InvalidInputError(f"{where}, line {n}: {len(row)} cells, the header has {width}", field="--intensity-file")
+            raise InvalidInputError(f"{where}, line {n}: {len(row)} cells, the header has {width}", field="intensity")
         lines.append(n)
         times.append(row[t_col])
         values.append(row[v_col])
@@ -201,7 +201,7 @@ def load_intensity(source: str | Path | Any, basis: str = "direct") -> HourlyInt
             g[i] = math.nan
         if not math.isfinite(g[i]) or not 0.0 <= g[i] <= MAX_INTENSITY:
             raise InvalidInputError(f"{where}, line {lines[i]}: {header[v_col].strip()}: must be a number from 0 to "
-                                    f"{MAX_INTENSITY:g} g CO2eq/kWh, got {v!r}", field="--intensity-file")
+                                    f"{MAX_INTENSITY:g} g CO2eq/kWh, got {v!r}", field="intensity")
     return _build(where, fmt, basis_used, regions, hours, g, line_arr)
 
 
@@ -219,7 +219,7 @@ def _build(where: str, fmt: str, basis: str, regions: list[str], hours: NDArray[
     if len(names) > 1 and "" in keys:
         i = int(np.argmax(code == keys[""]))
         raise InvalidInputError(f"{where}, line {lines[i]}: region is empty (the file has several regions)",
-                                field="--intensity-file")
+                                field="intensity")
     per_hours, per_values = [], []
     for r in range(len(names)):
         mine = np.flatnonzero(code == r)
@@ -231,7 +231,7 @@ def _build(where: str, fmt: str, basis: str, regions: list[str], hours: NDArray[
             a, b = min(a, b), max(a, b)
             what = f" of region {names[r]}" if names[r] else ""
             raise InvalidInputError(f"{where}, line {b}: a second row for hour {hour_text(int(h[dup[0]]))}{what} (the first is "
-                                    f"line {a}); give one row per hour", field="--intensity-file")
+                                    f"line {a}); give one row per hour", field="intensity")
         per_hours.append(h)
         per_values.append(g[order])
     log.info("read %d hours of %d region(s) from %s", len(hours), len(names), where)
@@ -275,7 +275,7 @@ def _check_single_region(intensity: HourlyIntensity, regions: Any, default_regio
             line = f"line {int(lines[i])}" if lines is not None else (f"row {i}" if n > 1 else "")
             prefix = ", ".join(p for p in (where if lines is not None or n > 1 else "", line) if p)
             raise InvalidInputError(f"{prefix + ': ' if prefix else ''}region {text!r} is not in {intensity.source}, which "
-                                    f"holds only {intensity.regions[0]}", field="--intensity-file")
+                                    f"holds only {intensity.regions[0]}", field="intensity")
 
 
 def _region_codes(intensity: HourlyIntensity, regions: Any, default_region: str | None, n: int,
@@ -293,9 +293,9 @@ def _region_codes(intensity: HourlyIntensity, regions: Any, default_region: str 
                 prefix = f"{where}, {line}: " if where or lines is not None else ""
                 if not text:
                     raise InvalidInputError(f"{prefix}no region: {intensity.source} has regions {listed}; give each "
-                                            "request's region (a region column or --region)", field="--intensity-file")
+                                            "request's region (a region column or --region)", field="intensity")
                 raise InvalidInputError(f"{prefix}region {text!r} is not in {intensity.source} (its regions: {listed})",
-                                        field="--intensity-file")
+                                        field="intensity")
             cache[text] = index
         code[i] = cache[text]
     return code
@@ -324,7 +324,7 @@ def outside_error(intensity: HourlyIntensity, count: int, first: int, timestamps
     many = "requests fall" if count != 1 else "request falls"
     regions = " for its region" if len(intensity.regions) > 1 else ""
     return InvalidInputError(f"{count:,} {many} outside the hours of {intensity.source} ({intensity.span()}){regions}; "
-                             f"first: {line}{of}, timestamp {str(cell)!r}", field="--intensity-file")
+                             f"first: {line}{of}, timestamp {str(cell)!r}", field="intensity")
 
 
 def with_hourly_carbon(fp: Any, intensities: NDArray[np.float64]) -> Any:

@@ -71,7 +71,7 @@ class RowRegions:
             value = self.intensity.get(key)
             if value is None:  # the checking pass has seen every cell, so only a file changed meanwhile gets here
                 raise InvalidInputError(f"{self.requests}, line {first_line + i}: region {key!r} appeared after the file "
-                                        "was checked; run the command again", field="--requests")
+                                        "was checked; run the command again", field="requests")
             out[i] = value
         return out
 
@@ -123,7 +123,7 @@ def request_file_regions(requests: str | Path, header: list[str], default_region
             except InvalidInputError as exc:
                 cells = [("" if c is None else str(c).strip()) for c in column.to_pylist()]
                 where = line + cells.index(key)
-                raise InvalidInputError(f"{path}, line {where}: {exc}", field="--requests") from None
+                raise InvalidInputError(f"{path}, line {where}: {exc}", field="requests") from None
             intensity[key], ids[key] = float(r.g_co2eq_per_kwh), r.id
         total += sum(intensity["" if c is None else str(c).strip()] for c in cells)
         rows += len(cells)

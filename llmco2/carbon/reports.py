@@ -18,7 +18,7 @@ from llmco2.carbon.accounting import J_PER_KWH, SECONDS_PER_YEAR, device_embodie
 from llmco2.carbon.assumptions import resolve_assumptions
 from llmco2.carbon.footprint import Footprint, predict_footprint
 from llmco2.errors import InvalidInputError
-from llmco2.models.train import GNNPredictor
+from llmco2.prediction.phases import PhasePredictor
 from llmco2.specs import GPU, ModelArch, Request, get_gpu, get_model, validate_request
 
 
@@ -45,7 +45,7 @@ def _frame(items: list[tuple[ModelArch, Request, GPU]], fp: Footprint) -> pd.Dat
 
 # -- Figure 9: carbon per GPU-second, training vs inference phases ---------------------------------
 def carbon_per_gpu_second(model: str = "mixtral-8x7b", gpu: str = "a100-80gb", num_gpus: int = 4,
-                          predictor: GNNPredictor | None = None, **assumptions: Any) -> pd.DataFrame:
+                          predictor: PhasePredictor | None = None, **assumptions: Any) -> pd.DataFrame:
     """g CO2eq per GPU-second (operational, embodied) of training and of prefill and decode of a
     few requests (paper Figure 9)."""
     arch, dev = get_model(model), get_gpu(gpu)
@@ -70,7 +70,7 @@ def carbon_per_gpu_second(model: str = "mixtral-8x7b", gpu: str = "a100-80gb", n
 # -- Figures 10 and 11: Bloom-7b1 over GPU counts, batch and prompt sizes ---------------------------
 def scaling_study(model: str = "bloom-7b1", gpu: str = "a100-80gb", gpu_counts: tuple[int, ...] = (1, 2, 4),
                   batch_sizes: tuple[int, ...] = (1, 4, 16), prompt_tokens: tuple[int, ...] = (128, 512, 1024),
-                  generated_tokens: int = 128, predictor: GNNPredictor | None = None, **assumptions: Any) -> pd.DataFrame:
+                  generated_tokens: int = 128, predictor: PhasePredictor | None = None, **assumptions: Any) -> pd.DataFrame:
     """Operational carbon per GPU and total carbon of one request over GPU counts, batch sizes and
     prompt lengths (paper Figures 10 and 11)."""
     arch, dev = get_model(model), get_gpu(gpu)
@@ -84,7 +84,7 @@ def scaling_study(model: str = "bloom-7b1", gpu: str = "a100-80gb", gpu_counts: 
 
 # -- a whole trace ---------------------------------------------------------------------------------
 def trace_footprint(trace: str = "conv", model: str = "llama3.1-8b", gpu: str = "a100-80gb", num_gpus: int = 1,
-                    batch_size: int = 1, predictor: GNNPredictor | None = None, **assumptions: Any) -> tuple[pd.DataFrame, Footprint]:
+                    batch_size: int = 1, predictor: PhasePredictor | None = None, **assumptions: Any) -> tuple[pd.DataFrame, Footprint]:
     """Footprint of every request of an Azure trace served by ``model`` on ``num_gpus`` x ``gpu``;
     requests beyond the model's context are truncated to it (prompt first)."""
     from llmco2.data.azure import load_trace
@@ -176,7 +176,7 @@ COMPARE_GPUS = ("t4", "l4", "a10", "l40", "l40s", "v100", "a100-40gb", "a100-80g
 
 def compare_hardware(model: str, batch_size: int, prompt_tokens: int, generated_tokens: int,
                      gpus: tuple[str, ...] = COMPARE_GPUS,
-                     gpu_counts: tuple[int, ...] = (1, 2, 4, 8), predictor: GNNPredictor | None = None,
+                     gpu_counts: tuple[int, ...] = (1, 2, 4, 8), predictor: PhasePredictor | None = None,
                      **assumptions: Any) -> pd.DataFrame:
     """Every GPU type and count that can hold the request, sorted by total carbon."""
     from llmco2.analytic.layer import LayerBatch, analyze_layers
@@ -204,7 +204,7 @@ def compare_hardware(model: str, batch_size: int, prompt_tokens: int, generated_
 
 
 # -- plots ---------------------------------------------------------------------------------------------
-def _plt():
+def lazy_pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -213,17 +213,17 @@ def _plt():
     return plt
 
 
-def _save(fig: Any, out: Path) -> Path:
+def save(fig: Any, out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
-    _plt().close(fig)
+    lazy_pyplot().close(fig)
     return out
 
 
 def plot_case_studies(fig9: pd.DataFrame, scaling: pd.DataFrame, out_dir: Path, title_suffix: str = "") -> list[Path]:
     """Figures 9, 10 and 11 as three PNGs in ``out_dir``."""
-    plt = _plt()
+    plt = lazy_pyplot()
     paths = []
     fig, ax = plt.subplots(figsize=(9, 4.5))
     x = np.arange(len(fig9))
@@ -233,7 +233,7 @@ def plot_case_studies(fig9: pd.DataFrame, scaling: pd.DataFrame, out_dir: Path, 
     ax.set_ylabel("g CO2eq per GPU-second")
     ax.set_title(f"Carbon per GPU-second: training vs inference phases{title_suffix}")
     ax.legend()
-    paths.append(_save(fig, out_dir / "fig9_carbon_per_gpu_second.png"))
+    paths.append(save(fig, out_dir / "fig9_carbon_per_gpu_second.png"))
     for metric, name, label in (("operational_g_per_gpu", "fig10_operational_per_gpu.png", "operational g CO2eq per GPU"),
                                 ("total_g", "fig11_total_carbon.png", "total g CO2eq (operational + embodied)")):
         batches = sorted(scaling["batch_size"].unique())
@@ -253,12 +253,12 @@ def plot_case_studies(fig9: pd.DataFrame, scaling: pd.DataFrame, out_dir: Path, 
         axes[0][0].legend()
         fig.suptitle(f"{scaling['model'].iloc[0]} on {scaling['gpu'].iloc[0]}, {int(scaling['generated_tokens'].iloc[0])} "
                      f"generated tokens{title_suffix}")
-        paths.append(_save(fig, out_dir / name))
+        paths.append(save(fig, out_dir / name))
     return paths
 
 
 def plot_trace(summary: dict[str, Any], frame: pd.DataFrame, out: Path, title: str) -> Path:
-    plt = _plt()
+    plt = lazy_pyplot()
     hourly = "per_hour" in summary
     fig, axes = plt.subplots(1, 3 if hourly else 2, figsize=(16.5 if hourly else 11, 4.2))
     a, b = axes[0], axes[1]
@@ -277,7 +277,7 @@ def plot_trace(summary: dict[str, Any], frame: pd.DataFrame, out: Path, title: s
     b.set_ylabel("requests")
     b.set_title(f"median {frame['total_g'].median():.3g} g per request")
     fig.suptitle(title)
-    return _save(fig, out)
+    return save(fig, out)
 
 
 def _plot_hours(ax: Any, hours: list[dict[str, Any]]) -> None:
@@ -294,7 +294,7 @@ def _plot_hours(ax: Any, hours: list[dict[str, Any]]) -> None:
 
 
 def plot_compare(frame: pd.DataFrame, out: Path, title: str) -> Path:
-    plt = _plt()
+    plt = lazy_pyplot()
     fig, ax = plt.subplots(figsize=(9, max(3, 0.32 * len(frame))))
     labels = [f"{g} x{n}" for g, n in zip(frame["gpu"], frame["num_gpus"], strict=True)]
     y = np.arange(len(frame))[::-1]
@@ -304,7 +304,7 @@ def plot_compare(frame: pd.DataFrame, out: Path, title: str) -> Path:
     ax.set_xlabel("g CO2eq per request")
     ax.set_title(title)
     ax.legend()
-    return _save(fig, out)
+    return save(fig, out)
 
 
 def default_assumptions(gpus: list[GPU], **kw: Any) -> dict[str, Any]:

@@ -12,13 +12,18 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from llmco2 import __version__
 from llmco2.cli import analyze, checkpoint, data, measure, predict, report, sample
 from llmco2.cli.boundary import check_combinations, check_outputs_are_not_inputs, check_values
 from llmco2.cli.common import EXIT_USAGE, Parser
+from llmco2.cli.flags import as_command_line
 from llmco2.errors import Interrupted, InvalidInputError
+from llmco2.version import __version__
 
 Handler = Callable[[argparse.Namespace], int]
+#: Modules of the optional extras (``pip install 'llmco2[EXTRA]'``) -> the extra that brings them.
+EXTRA_OF = {"torch": "train", "torch_geometric": "train", "hydra": "train", "omegaconf": "train", "sklearn": "train",
+            "skops": "train", "pynvml": "measure", "transformers": "measure", "accelerate": "measure",
+            "dask": "cluster", "distributed": "cluster", "matplotlib": "plots"}
 COMMAND_MODULES = (analyze, data, sample, measure, predict, report, checkpoint)
 
 
@@ -50,7 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("llmco2: interrupted\n")
         return int(getattr(exc, "exit_code", 130))
     except InvalidInputError as exc:
-        sys.stderr.write(f"llmco2: error: {exc}\n")
+        sys.stderr.write(f"llmco2: error: {as_command_line(exc)}\n")
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        extra = EXTRA_OF.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        sys.stderr.write(f"llmco2: error: {args.command} needs the {extra} extra ({exc.name} is not installed): "
+                         f"pip install 'llmco2[{extra}]'\n")
         return EXIT_USAGE
     except FileNotFoundError as exc:
         sys.stderr.write(f"llmco2: error: no such file {exc.filename!r}\n")

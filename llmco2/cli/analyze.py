@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 
 # -- argument groups -------------------------------------------------------------------------------
-def _add_request_args(p: argparse.ArgumentParser, single: bool = True) -> None:
+def add_request_args(p: argparse.ArgumentParser, single: bool = True) -> None:
     if single:
         p.add_argument("--model", required=True, help="model id (e.g. llama3.1-8b) or path to a HF config.json")
         p.add_argument("--gpu", required=True, help="GPU id (e.g. a100-80gb, h100)")
@@ -61,18 +61,18 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     att.add_argument("--json", action="store_true")
 
     layer = asub.add_parser("layer", help="kernel DAG of one transformer layer, prefill and decode features")
-    _add_request_args(layer)
+    add_request_args(layer)
     layer.add_argument("--requests", default=None, help=argparse.SUPPRESS)
 
     model = asub.add_parser("model", help="whole-model summary of a request: totals, time at roofline, dominant kernels")
-    _add_request_args(model)
+    add_request_args(model)
 
     batch = asub.add_parser("batch", help="vectorised analysis of many requests from a CSV")
     batch.add_argument("--requests", required=True, metavar="CSV",
                        help="columns model, gpu, num_gpus, batch_size, prompt_tokens, generated_tokens "
                             "[, tensor_parallel, dtype, flash_attention]")
     batch.add_argument("--out", required=True, metavar="FILE", help="output table (.csv or .parquet): inputs plus per-phase totals")
-    _add_request_args(batch, single=False)
+    add_request_args(batch, single=False)
 
     flops = asub.add_parser("flops", help="FLOPs split into tensor-core, CUDA-core and SFU work per module (seed 001), and MFU")
     flops.add_argument("--model", required=True)
@@ -236,7 +236,11 @@ def cmd_analyze_batch(args: argparse.Namespace) -> int:
     if args.json:
         raise InvalidInputError("analyze batch writes its table to --out (.csv or .parquet); it prints no JSON", field="--json")
     out = check_output_path(args.out, "--out", (".csv", ".parquet"))
-    rows = read_request_csv(Path(args.requests), defaults=args)
+    from llmco2.analytic.request_files import RowDefaults
+
+    defaults = RowDefaults(dtype=args.dtype, act_dtype=args.act_dtype, kv_dtype=args.kv_dtype,
+                           flash_attention=args.flash_attention, causal=args.causal, ignore_context=args.ignore_context)
+    rows = read_request_csv(Path(args.requests), defaults=defaults)
     frame = analyze_request_table(rows)
     tmp = out.with_name(f".{out.name}.tmp")
     try:  # written beside the output and renamed: an interrupted run leaves no partial file

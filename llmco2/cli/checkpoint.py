@@ -1,6 +1,6 @@
 """``llmco2 checkpoint ...``: check a checkpoint file, convert one of earlier versions once.
 
-Checkpoints are safetensors files with JSON metadata (:mod:`llmco2.models.checkpoint_file`):
+Checkpoints are safetensors files with JSON metadata (:mod:`llmco2.prediction.checkpoint_file`):
 reading one runs no code. Earlier versions wrote ``torch.save`` pickles, which can; those are
 converted only when the user says they trust the file.
 """
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from llmco2.models.checkpoint_file import convert_legacy
+    from llmco2.prediction.checkpoint_file import convert_legacy
 
     out = convert_legacy(args.path, args.out, trust=args.trust)
     print(f"wrote {out}")
@@ -39,7 +39,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from llmco2.models.checkpoint_file import read_checkpoint
+    from llmco2.prediction.checkpoint_file import read_checkpoint
 
     tensors, meta = read_checkpoint(Path(args.path))
     domain = meta.get("domain", {})

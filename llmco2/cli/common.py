@@ -18,17 +18,6 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def parse_pue(text: str | None) -> float | str | None:
-    """``--pue``: a number (the dimensionless power usage effectiveness, e.g. 1.1), else the name
-    of a default (``google``, ``industry_average``, ...); ``None`` when not given."""
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2) + "\n")
 

@@ -1,18 +1,20 @@
-"""``llmco2 predict`` (DESIGN.md convention 3) and ``llmco2 evaluate`` (convention 4)."""
+"""``llmco2 predict`` and ``llmco2 evaluate``: flags to the use cases of :mod:`llmco2.api`, results printed."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from llmco2.cli.common import fmt, fmt_time, parse_pue, print_json
+from llmco2.api.cluster_parts import PARTITION_ROWS
+from llmco2.cli.common import fmt, fmt_time, print_json
+from llmco2.cli.request_flags import assumptions, request_options
 from llmco2.errors import InvalidInputError
 
 EVAL_FORMATS = ("canonical", "co2meter", "argonne", "mlenergy_v2", "mlenergy_v3", "wilkins", "delavande", "tokenpowerbench")
 
 
 def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
-    from llmco2.cli.analyze import _add_request_args
+    from llmco2.cli.analyze import add_request_args
 
     p = sub.add_parser("predict", help="predict energy, latency and carbon of a request (or a CSV of requests)")
     p.add_argument("--model", help="model id or HF config.json path")
@@ -42,12 +44,10 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
                                                "microsoft, industry_average, edge_device, ...)")
     p.add_argument("--lifetime-years", type=float, default=None, help="GPU lifetime for embodied carbon (default 5)")
     p.add_argument("--checkpoint", default=None, help="predictor checkpoint (default: the shipped one)")
-    _add_request_args(p, single=False)
+    add_request_args(p, single=False)
     from llmco2.cli.serving import add_serving_arguments
 
     add_serving_arguments(p)
-    from llmco2.cli.predict_cluster import add_cluster_arguments
-
     add_cluster_arguments(p)
     handlers[("predict", None)] = cmd_predict
 
@@ -57,6 +57,17 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     e.add_argument("--checkpoint", default=None)
     e.add_argument("--json", action="store_true")
     handlers[("evaluate", None)] = cmd_evaluate
+
+
+def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
+    """``--cluster``, ``--workers`` and ``--partition-rows`` of ``llmco2 predict``."""
+    p.add_argument("--cluster", default=None, metavar="local|ADDRESS",
+                   help="with --requests GLOB_OR_DIR --out FOLDER: predict on Dask, 'local' (worker processes on this "
+                        "machine) or a scheduler address (tcp://host:8786); one Parquet part per partition, a rerun resumes")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="with --cluster local: worker processes (default: CPUs, at most 4)")
+    p.add_argument("--partition-rows", type=int, default=None, metavar="N",
+                   help=f"with --cluster: rows per partition and part, a multiple of 16,384 (default {PARTITION_ROWS:,})")
 
 
 def _check_single(args: argparse.Namespace) -> None:
@@ -75,23 +86,21 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
         return run_serving(args)
     if args.requests:
-        from llmco2.cli.predict_file import predict_file
+        from llmco2.api.files import predict_file
+        from llmco2.api.options import ClusterOptions, FileJob
 
         if args.intensity_file and args.carbon_intensity is not None:
             raise InvalidInputError("give either --intensity-file or --carbon-intensity, not both", field="--intensity-file")
-        options = dict(region_id=None if args.intensity_file else args.region, carbon_intensity=args.carbon_intensity,
-                       pue_value=parse_pue(args.pue), lifetime_years=args.lifetime_years)
-        return predict_file(args, options)
-    from llmco2.api import single_prediction
+        cluster = ClusterOptions(address=args.cluster, workers=args.workers, partition_rows=args.partition_rows,
+                                 verbose=args.verbose)
+        return predict_file(FileJob(args.requests, args.out, request_options(args), assumptions(args), cluster))
+    from llmco2.api.single import single_prediction
 
     _check_single(args)
     record, (arch, req, gpu) = single_prediction(
-        args.model, args.gpu, batch_size=args.batch_size, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
-        gpus=1 if args.gpus is None else args.gpus, tp=args.tp, engine=args.engine, region=args.region,
-        carbon_intensity=args.carbon_intensity, pue=args.pue, lifetime_years=args.lifetime_years,
-        intensity=args.intensity_file, timestamp=args.timestamp, dtype=args.dtype, act_dtype=args.act_dtype,
-        kv_dtype=args.kv_dtype, flash_attention=args.flash_attention, causal=args.causal,
-        ignore_context=args.ignore_context, approximate=args.approximate, checkpoint=args.checkpoint)
+        args.model, args.gpu, batch_size=args.batch_size, prompt_tokens=args.prompt_tokens, generated_tokens=args.gen_tokens,
+        gpus=1 if args.gpus is None else args.gpus, tp=args.tp, options=request_options(args),
+        assumptions=assumptions(args))
     if args.json:
         print_json(record)
         return 0
@@ -144,9 +153,9 @@ def _row_interval(pred: Any, data: Any) -> tuple[Any, Any]:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from llmco2.models.dataset import energy_data
-    from llmco2.models.metrics import coverage, grouped_scores, scores
-    from llmco2.models.predict import load_predictor
+    from llmco2.data.dataset import energy_data
+    from llmco2.prediction.loading import load_predictor
+    from llmco2.training.metrics import coverage, grouped_scores, scores
 
     predictor = load_predictor(args.checkpoint)
     dropped: dict[str, int] = {}
@@ -172,7 +181,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     predicted = np.where(data.phase == 2, per_config.sum(axis=1), predicted)
     low, high = _row_interval(pred, data)
     frame = data.table[["device", "model", "phase", "energy_j"]].copy()
-    from llmco2.models.experiment import family
+    from llmco2.data.usable import family
 
     frame["family"] = frame["model"].astype(str).map(family)
     frame["predicted_j"] = predicted

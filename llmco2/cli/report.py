@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llmco2.cli.common import Parser, parse_pue, print_json
+from llmco2.api.options import parse_pue
+from llmco2.cli.common import Parser, print_json
 from llmco2.errors import InvalidInputError
 from llmco2.file_checks import check_output_folder, check_output_path
 
@@ -76,7 +77,7 @@ def _figure_path(text: str) -> Path:
 
 def cmd_case_studies(args: argparse.Namespace) -> int:
     from llmco2.carbon.reports import carbon_per_gpu_second, plot_case_studies, scaling_study
-    from llmco2.models.predict import load_predictor
+    from llmco2.prediction.loading import load_predictor
 
     check_output_folder(args.out)
     predictor = load_predictor(args.checkpoint)
@@ -94,7 +95,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if args.serving:
         return _trace_served(args)
     from llmco2.carbon.reports import plot_trace, trace_footprint, trace_summary
-    from llmco2.models.predict import load_predictor
+    from llmco2.prediction.loading import load_predictor
 
     out = _figure_path(args.out)
     assumptions, hourly = _assumptions(args), None
@@ -131,7 +132,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from llmco2.carbon.reports import compare_hardware, plot_compare
-    from llmco2.models.predict import load_predictor
+    from llmco2.prediction.loading import load_predictor
 
     out = _figure_path(args.out)
     gpus = tuple(g.strip() for g in args.gpus.split(",")) if args.gpus else None
@@ -150,7 +151,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _trace_served(args: argparse.Namespace) -> int:
     """``report trace --serving``: the trace served at a load, and J per output token against load."""
-    from llmco2.models.predict import load_predictor
+    from llmco2.prediction.loading import load_predictor
 
     if args.intensity_file:
         raise InvalidInputError("applies to the requests in isolation, not to --serving", field="--intensity-file")

@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
 
 
 def _sampler_config(strategy: str) -> dict[str, Any]:
-    from llmco2.models.experiment import CONF_DIR
+    from llmco2.training.experiment import CONF_DIR
 
     path = CONF_DIR / "sampler" / f"{strategy}.yaml"
     if not path.is_file():
@@ -71,7 +71,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
         params["max_prompt"] = int(max(t["prompt_tokens"].max() for t in traces))
         params["max_generated"] = int(max(t["generated_tokens"].max() for t in traces))
         sampler = sampling.RandomSampler(**params)
-    from llmco2.cli.prediction_chunks import terminate_as_interrupt
+    from llmco2.api.chunks import terminate_as_interrupt
 
     with terminate_as_interrupt():  # SIGTERM stops like Ctrl-C: exit 143, the temporary file removed
         rows = _write_blocks(sampler.sample_blocks(args.n, seed=args.seed), out)

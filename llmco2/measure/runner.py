@@ -68,7 +68,7 @@ def software_versions() -> dict[str, str | None]:
                 return None
         return str(getattr(mod, "__version__", None))
 
-    from llmco2 import __version__
+    from llmco2.version import __version__
 
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return {"python": platform.python_version(), "llmco2": __version__, "torch": torch.__version__,

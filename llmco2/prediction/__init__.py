@@ -2,7 +2,7 @@
 trained checkpoint, with intervals, notes and extrapolation flags.
 
 :func:`predict_phases` is the one entry point; its result is a
-:class:`llmco2.models.head.PhasePrediction`. Carbon accounting (:mod:`llmco2.carbon`) and the
+:class:`llmco2.prediction.head.PhasePrediction`. Carbon accounting (:mod:`llmco2.carbon`) and the
 serving simulator's iteration costs (:mod:`llmco2.serving.costs`) build on it.
 """
 

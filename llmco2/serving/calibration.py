@@ -66,7 +66,7 @@ def calibration_path() -> Path:
 @functools.lru_cache(maxsize=1)
 def shipped_calibration() -> Calibration | None:
     """The shipped calibration, or ``None`` when there is none or it belongs to another default checkpoint."""
-    from llmco2.models.predict import default_checkpoint_path
+    from llmco2.prediction.loading import default_checkpoint_path
 
     path = calibration_path()
     if not path.is_file():

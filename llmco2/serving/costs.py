@@ -115,7 +115,7 @@ def memory_budget(arch: ModelArch, gpu: GPU, request: Request) -> dict[str, floa
     if capacity < 1:
         raise InvalidInputError(
             f"the weights of {arch.id} take {weights / 1e9:.1f} GB per GPU, more than the {usable / 1e9:.1f} GB usable on "
-            f"{request.num_gpus} x {gpu.id}; use more GPUs (--gpus) or a smaller dtype", field="--gpus")
+            f"{request.num_gpus} x {gpu.id}; use more GPUs (--gpus) or a smaller dtype", field="gpus")
     return {"weight_bytes_per_gpu": weights, "kv_bytes_per_token_per_gpu": kv_per_token, "kv_capacity_tokens": capacity}
 
 
@@ -198,8 +198,8 @@ class GridCostModel:
     @classmethod
     def from_physics(cls, arch: ModelArch, gpu: GPU, request: Request, params: Any, idle_w: float | None = None,
                      energy_scale: float = 1.0) -> GridCostModel:
-        """The step physics (:mod:`llmco2.models.step_physics`, constants ``params``) on the grid."""
-        from llmco2.models.step_physics import step_cost, step_shapes
+        """The step physics (:mod:`llmco2.physics.step_physics`, constants ``params``) on the grid."""
+        from llmco2.physics.step_physics import step_cost, step_shapes
 
         max_ctx = max(arch.max_context - DECODE_PROBE - 1, CONTEXT_GRID[0])
         contexts = sorted({c for c in CONTEXT_GRID if c < max_ctx} | {max_ctx})

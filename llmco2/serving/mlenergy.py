@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from llmco2.errors import InvalidInputError
-from llmco2.models.step_fit import Observation
-from llmco2.models.step_physics import StepParams, StepShapes, overhead_arrays
+from llmco2.physics.step_fit import Observation
+from llmco2.physics.step_physics import StepParams, StepShapes, overhead_arrays
 from llmco2.serving.costs import memory_budget
 from llmco2.serving.steady import ServerCase, SteadyShapes, steady_shapes, steady_state
 from llmco2.serving.workload import trace_lengths

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from llmco2.models.step_physics import StepParams
+from llmco2.physics.step_physics import StepParams
 
 
 def params_path() -> Path:

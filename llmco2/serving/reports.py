@@ -27,12 +27,12 @@ def parse_servers(text: str) -> list[tuple[str, int]]:
         try:
             n = int(count) if count else 1
         except ValueError:
-            raise InvalidInputError(f"{part!r}: expected GPU or GPU:COUNT (e.g. h100:2)", field="--sweep-gpus") from None
+            raise InvalidInputError(f"{part!r}: expected GPU or GPU:COUNT (e.g. h100:2)", field="sweep_gpus") from None
         if n < 1:
-            raise InvalidInputError(f"{part!r}: the GPU count must be >= 1", field="--sweep-gpus")
+            raise InvalidInputError(f"{part!r}: the GPU count must be >= 1", field="sweep_gpus")
         out.append((gpu, n))
     if not out:
-        raise InvalidInputError("name at least one GPU (e.g. h100,a100-80gb:2)", field="--sweep-gpus")
+        raise InvalidInputError("name at least one GPU (e.g. h100,a100-80gb:2)", field="sweep_gpus")
     return out
 
 
@@ -67,15 +67,15 @@ def load_sweep(model: str, servers: list[tuple[str, int]], engines: list[str], t
                 if progress is not None:
                     progress(1)
     if not rows:
-        raise InvalidInputError(f"none of the servers can hold {model}; add GPUs (e.g. h100:2)", field="--sweep-gpus")
+        raise InvalidInputError(f"none of the servers can hold {model}; add GPUs (e.g. h100:2)", field="sweep_gpus")
     return pd.DataFrame(rows)
 
 
 def plot_load_sweep(frame: pd.DataFrame, out: Path, title: str) -> Path:
     """J per output token (log) against concurrency (log): one line per GPU x engine; TPOT on the right panel."""
-    from llmco2.carbon.reports import _plt, _save
+    from llmco2.carbon.reports import lazy_pyplot, save
 
-    plt = _plt()
+    plt = lazy_pyplot()
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.4))
     servers = list(dict.fromkeys(zip(frame["gpu"], frame["num_gpus"], strict=True)))
     engines = list(dict.fromkeys(frame["engine"]))
@@ -96,7 +96,7 @@ def plot_load_sweep(frame: pd.DataFrame, out: Path, title: str) -> Path:
     ax2.grid(True, which="both", alpha=0.3)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    return _save(fig, out)
+    return save(fig, out)
 
 
 def trace_served(trace: str, model: str, gpu: str, num_gpus: int = 1, engine: str = "vllm", rate: float | None = None,

@@ -16,9 +16,9 @@ For servers described by :class:`ServerCase` (model, GPUs, engine, batch cap, re
   weights stream once): ``(1 - phi) x t_decode + phi x t_mixed``;
 * J per output token = energy of that cycle / B; average power = its energy / its time.
 
-Each step's latency and energy come from :mod:`llmco2.models.step_physics`, so the closed form
+Each step's latency and energy come from :mod:`llmco2.physics.step_physics`, so the closed form
 and the simulator (:mod:`llmco2.serving.simulator`) share the same physics; the closed form is
-what the physics is fitted through (:mod:`llmco2.models.step_fit`).
+what the physics is fitted through (:mod:`llmco2.physics.step_fit`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from llmco2.models.step_physics import StepParams, StepShapes, overhead_arrays, step_cost, step_shapes
+from llmco2.physics.step_physics import StepParams, StepShapes, overhead_arrays, step_cost, step_shapes
 from llmco2.specs import GPU, ModelArch, Request
 
 Array = NDArray[np.float64]

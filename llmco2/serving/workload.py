@@ -48,7 +48,7 @@ class Workload:
             raise InvalidInputError("give either arrival times (open load) or a concurrency (closed loop), not both",
                                     field="load")
         if self.concurrency is not None and self.concurrency < 1:
-            raise InvalidInputError(f"concurrency must be >= 1, got {self.concurrency}", field="--concurrency")
+            raise InvalidInputError(f"concurrency must be >= 1, got {self.concurrency}", field="concurrency")
         if self.arrival_s is not None:
             a = np.asarray(self.arrival_s, dtype=np.float64)
             if a.shape != p.shape or not np.isfinite(a).all() or (np.diff(a) < 0).any() or (a < 0).any():
@@ -80,7 +80,7 @@ def trace_lengths(which: str, n: int | None = None, seed: int = 0) -> tuple[NDAr
     offsets = offsets[order].astype(np.float64)
     if n is not None:
         if n < 1:
-            raise InvalidInputError(f"must be >= 1 request, got {n}", field="--requests-count")
+            raise InvalidInputError(f"must be >= 1 request, got {n}", field="requests_count")
         idx = np.random.default_rng(seed).integers(0, len(prompt), size=n)
         return prompt[idx], output[idx], np.sort(offsets[idx])
     return prompt, output, offsets
@@ -89,7 +89,7 @@ def trace_lengths(which: str, n: int | None = None, seed: int = 0) -> tuple[NDAr
 def poisson_arrivals(n: int, rate_per_s: float, seed: int = 0) -> NDArray[np.float64]:
     """Arrival times (s) of ``n`` requests of a Poisson process at ``rate_per_s``."""
     if not rate_per_s > 0 or not np.isfinite(rate_per_s):
-        raise InvalidInputError(f"must be a positive number of requests per second, got {rate_per_s}", field="--rate")
+        raise InvalidInputError(f"must be a positive number of requests per second, got {rate_per_s}", field="rate")
     gaps = np.random.default_rng(seed).exponential(1.0 / rate_per_s, size=n)
     return np.cumsum(gaps) - gaps[0]
 
@@ -122,7 +122,7 @@ def make_workload(lengths: str = "conv", n: int | None = None, rate: float | Non
         what = f"Azure {lengths} trace lengths"
     else:
         raise InvalidInputError(f"unknown length source {lengths!r}; expected one of {', '.join(LENGTH_SOURCES)}",
-                                field="--lengths")
+                                field="lengths")
     if concurrency is not None:
         return Workload(prompt, output, None, int(concurrency), f"{what}, closed loop of {concurrency} clients")
     if rate is not None:

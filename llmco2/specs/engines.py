@@ -32,7 +32,7 @@ class Engine:
         cuda_graphs: decode steps run as captured graphs (low host overhead per kernel).
         continuous_batching: iteration-level batching (a serving engine).
         launch_overhead_us: prior host cost per kernel launch of a decode step (microseconds);
-            refitted on training rows, see :mod:`llmco2.models.physics_fit`.
+            refitted on training rows, see :mod:`llmco2.physics.prior_fit`.
         step_overhead_ms: prior framework cost per step outside the kernels (milliseconds).
         sequence_overhead_us: prior host cost per sequence of a step (scheduling, sampling and
             output processing of each sequence; microseconds).

@@ -20,7 +20,7 @@ new file of the same layout gets the same treatment:
   A100, launch/CPU-bound), ``avg power ... > TDP ...`` -> ``power_exceeds_tdp`` (hb_thesis: 3
   rows at 268-295 W per 250 W GPU), any other ``FLAG:`` text -> ``flagged_in_source`` (with a
   warning). ``power_exceeds_tdp`` is already one of the flags that ``usable_rows``
-  (``llmco2.models.experiment.UNRELIABLE_FLAGS``) leaves out of fits; ``power_near_idle`` and
+  (``llmco2.data.usable.UNRELIABLE_FLAGS``) leaves out of fits; ``power_near_idle`` and
   ``flagged_in_source`` have to be listed there too (and in ``exclude_flags`` of a data config).
 * **Batch cap** (energy_code_eval): ``batch_size`` is vLLM's ``max_num_seqs`` (``min(mns, n)``),
   a cap on the concurrency, not the concurrency itself (lower when the KV cache is short). Kept

@@ -51,8 +51,8 @@ from llmco2.data.sampling.common import (
 from llmco2.data.sampling.focused import FocusedSampler
 from llmco2.data.sampling.frames import check_samples, read_samples, rows_to_items, to_csv
 from llmco2.data.sampling.hardware import GPU_COUNTS, PAPER_GPUS, memory_need_bytes
-from llmco2.data.sampling.inference import _trace_pairs as _trace_pairs  # the cache, cleared by tests
 from llmco2.data.sampling.inference import draw_batch_sizes, trace_pairs
+from llmco2.data.sampling.inference import trace_length_pairs as trace_length_pairs  # the cache, cleared by tests
 from llmco2.data.sampling.measures import FEATURE_NAMES, analytic_features, analytic_measure, lookup_measure, sklearn_callables
 from llmco2.data.sampling.samplers import RandomSampler, SampleReport
 

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from llmco2.data.sampling.common import INT_COLUMNS, SAMPLE_COLUMNS, TARGET, _check_fraction, _round_to
-from llmco2.data.sampling.frames import _frame, check_samples
-from llmco2.data.sampling.hardware import _placeable_as_is
+from llmco2.data.sampling.common import INT_COLUMNS, SAMPLE_COLUMNS, TARGET, check_fraction, round_to
+from llmco2.data.sampling.frames import check_samples, config_frame
+from llmco2.data.sampling.hardware import placeable_as_is
 from llmco2.errors import InvalidInputError
 from llmco2.specs import get_model
 
@@ -51,7 +51,7 @@ def fine_grained_sample(points: pd.DataFrame, b: int = 100, ranges: Mapping[str,
         if int(value) != value or value < 0:
             raise InvalidInputError(f"C of {key} must be a non-negative integer, got {value!r}", field="ranges")
         r[key] = int(value)
-    memory_fraction = _check_fraction(memory_fraction, "memory_fraction")
+    memory_fraction = check_fraction(memory_fraction, "memory_fraction")
     rng = np.random.default_rng(seed)
     n = len(pts) * int(b)
     base = pts.iloc[np.repeat(np.arange(len(pts)), int(b))].reset_index(drop=True)
@@ -63,7 +63,7 @@ def fine_grained_sample(points: pd.DataFrame, b: int = 100, ranges: Mapping[str,
     heads, kv = v["num_heads"], v["num_kv_heads"]
     group = heads // kv
     moved = heads + delta["num_heads"]
-    new_heads = np.where(kv == 1, np.maximum(moved, 1), _round_to(moved.astype(np.float64), group))
+    new_heads = np.where(kv == 1, np.maximum(moved, 1), round_to(moved.astype(np.float64), group))
     new_kv = np.where(kv == 1, 1, new_heads // group)
     implicit = v["hidden_size"] == heads * v["head_dim"]
     hidden = np.where(implicit, new_heads * v["head_dim"], v["hidden_size"]) + delta["hidden_size"]
@@ -74,8 +74,8 @@ def fine_grained_sample(points: pd.DataFrame, b: int = 100, ranges: Mapping[str,
                num_gpus=np.clip(v["num_gpus"] + delta["num_gpus"], 1, max(int(max_gpus), 1)),
                hidden_size=np.maximum(hidden, 1), intermediate_size=np.maximum(v["intermediate_size"] + delta["intermediate_size"], 1),
                num_heads=new_heads, num_kv_heads=new_kv)
-    df = _frame(out)
-    ok = _placeable_as_is(df, memory_fraction)
+    df = config_frame(out)
+    ok = placeable_as_is(df, memory_fraction)
     dropped = int((~ok).sum())
     if dropped:
         log.info("fine_grained_sample: dropped %d of %d configurations that no longer fit their GPUs", dropped, n)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from llmco2.data.sampling.common import ARCH_COLUMNS, IntArray, _round_to
+from llmco2.data.sampling.common import ARCH_COLUMNS, IntArray, round_to
 from llmco2.errors import InvalidInputError
 from llmco2.specs import ModelArch, get_model
 
@@ -51,7 +51,7 @@ class _Models:
         return np.array([a.hidden_size != a.num_heads * a.head_dim for a in self.archs], dtype=bool)
 
 
-def _models(names: Sequence[str]) -> _Models:
+def sampler_models(names: Sequence[str]) -> _Models:
     """The distinct catalog models ``names`` (first occurrence kept), at least one."""
     archs: list[ModelArch] = []
     for name in names:
@@ -73,7 +73,7 @@ def _variant(base: ModelArch, values: Sequence[int]) -> ModelArch:
                                aliases=(), published_params_b=None, active_params_b=None)
 
 
-def _variants(df: pd.DataFrame) -> tuple[IntArray, list[ModelArch]]:
+def arch_variants(df: pd.DataFrame) -> tuple[IntArray, list[ModelArch]]:
     """Distinct (model, architecture) of ``df``: a code per row and the `ModelArch` of each code."""
     keys = ["model", *ARCH_COLUMNS]
     codes = df.groupby(keys, sort=False).ngroup().to_numpy(dtype=np.int64)
@@ -115,14 +115,14 @@ def perturb_architectures(models: _Models, rng: np.random.Generator, base_idx: I
     kv_step = np.gcd(kv, 2)
     head_step = np.gcd(heads, 2)
     hf = factors["heads_range"]
-    new_kv = np.where(mqa, 1, _round_to(kv * hf, kv_step))
-    new_heads = np.where(mqa, _round_to(heads * hf, head_step), new_kv * group)
+    new_kv = np.where(mqa, 1, round_to(kv * hf, kv_step))
+    new_heads = np.where(mqa, round_to(heads * hf, head_step), new_kv * group)
     heads = np.where(do_heads, new_heads, heads)
     kv = np.where(do_heads, new_kv, kv)
     step = size_multiple
-    hidden = np.where(explicit, np.where(do_hidden, _round_to(base["hidden_size"] * factors["hidden_range"], step),
+    hidden = np.where(explicit, np.where(do_hidden, round_to(base["hidden_size"] * factors["hidden_range"], step),
                                          base["hidden_size"]), heads * base["head_dim"])
-    inter = np.where(do_inter, _round_to(base["intermediate_size"] * factors["intermediate_range"], step),
+    inter = np.where(do_inter, round_to(base["intermediate_size"] * factors["intermediate_range"], step),
                      base["intermediate_size"])
     return {"hidden_size": hidden.astype(np.int64), "intermediate_size": inter.astype(np.int64),
             "num_layers": layers.astype(np.int64), "num_heads": heads.astype(np.int64),

@@ -25,7 +25,7 @@ SAMPLE_TRACES = ("code", "conv", "uniform")
 TARGET = "target"
 
 
-def _as_list(value: Any, name: str) -> list[Any]:
+def as_list(value: Any, name: str) -> list[Any]:
     """``value`` as a list (``None``: empty; a string: one item)."""
     if value is None:
         return []
@@ -37,17 +37,17 @@ def _as_list(value: Any, name: str) -> list[Any]:
         raise InvalidInputError(f"must be a list, got {value!r}", field=name) from None
 
 
-def _weights(values: Any, k: int, name: str) -> NDArray[np.float64]:
+def choice_weights(values: Any, k: int, name: str) -> NDArray[np.float64]:
     """Normalised non-negative weights of length ``k`` (``None``: equal)."""
     if values is None:
         return np.full(k, 1.0 / k)
-    w = np.asarray(_as_list(values, name), dtype=np.float64)
+    w = np.asarray(as_list(values, name), dtype=np.float64)
     if w.shape != (k,) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
         raise InvalidInputError(f"must be {k} non-negative numbers with a positive sum, got {list(values)}", field=name)
     return w / w.sum()
 
 
-def _pick(weights: NDArray[np.float64], u: NDArray[np.float64]) -> tuple[IntArray, NDArray[np.bool_]]:
+def pick(weights: NDArray[np.float64], u: NDArray[np.float64]) -> tuple[IntArray, NDArray[np.bool_]]:
     """Row-wise categorical draw: column index per row (probability proportional to ``weights``)
     from uniforms ``u``; ``ok`` is false where a row has no positive weight."""
     cum = np.cumsum(weights, axis=1)
@@ -56,13 +56,13 @@ def _pick(weights: NDArray[np.float64], u: NDArray[np.float64]) -> tuple[IntArra
     return np.minimum(idx, weights.shape[1] - 1).astype(np.int64), total > 0
 
 
-def _round_to(x: NDArray[np.float64], step: Any) -> IntArray:
+def round_to(x: NDArray[np.float64], step: Any) -> IntArray:
     """Round to a positive multiple of ``step`` (at least ``step``)."""
     step = np.asarray(step, dtype=np.float64)
     return (np.maximum(np.rint(x / step), 1.0) * step).astype(np.int64)
 
 
-def _check_dtypes(dtypes: Sequence[str]) -> list[str]:
+def check_dtypes(dtypes: Sequence[str]) -> list[str]:
     """The weight dtypes to sample, each one of :data:`DTYPES`."""
     out = [str(d) for d in dtypes]
     bad = [d for d in out if d not in DTYPES]
@@ -71,7 +71,7 @@ def _check_dtypes(dtypes: Sequence[str]) -> list[str]:
     return out
 
 
-def _check_fraction(value: float, name: str, allow_zero: bool = False) -> float:
+def check_fraction(value: float, name: str, allow_zero: bool = False) -> float:
     """``value`` as a float in (0, 1] (``allow_zero``: [0, 1]), else `InvalidInputError` on ``name``."""
     v = float(value)
     if not (0 <= v <= 1) or (v == 0 and not allow_zero):

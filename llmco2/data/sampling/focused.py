@@ -11,26 +11,26 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from llmco2.data.sampling.architectures import EDGE_MODELS, PAPER_MODELS, _models, perturb_architectures
+from llmco2.data.sampling.architectures import EDGE_MODELS, PAPER_MODELS, perturb_architectures, sampler_models
 from llmco2.data.sampling.common import (
     ARCH_COLUMNS,
     DTYPE_WEIGHTS,
     DTYPES,
     IntArray,
-    _as_list,
-    _check_dtypes,
-    _check_fraction,
-    _pick,
-    _weights,
+    as_list,
+    check_dtypes,
+    check_fraction,
+    choice_weights,
+    pick,
 )
-from llmco2.data.sampling.frames import _frame
-from llmco2.data.sampling.hardware import GPU_COUNTS, PAPER_GPUS, _gpus
+from llmco2.data.sampling.frames import config_frame
+from llmco2.data.sampling.hardware import GPU_COUNTS, PAPER_GPUS, sampler_gpus
 from llmco2.data.sampling.inference import draw_batch_sizes, trace_pairs
-from llmco2.data.sampling.samplers import SampleReport, _Sampler
+from llmco2.data.sampling.samplers import Sampler, SampleReport
 from llmco2.errors import InvalidInputError
 
 
-class FocusedSampler(_Sampler):
+class FocusedSampler(Sampler):
     """The paper's focused sampling priors (Section 4.2): A x I x H.
 
     **A, architectures**: the catalog models ``models`` (default: the paper's 17) +
@@ -71,34 +71,34 @@ class FocusedSampler(_Sampler):
                  perturb_field_probability: float = 0.5, variants_per_model: int = 16,
                  layers_range: float = 0.5, heads_range: float = 0.5, hidden_range: float = 0.5,
                  intermediate_range: float = 0.5, size_multiple: int = 64, max_rounds: int = 20) -> None:
-        names = _as_list(models, "models") + _as_list(edge_models, "edge_models") + _as_list(extra_models, "extra_models")
-        self.models = _models(names)
-        self.model_weights = _weights(model_weights, len(self.models.archs), "model_weights")
-        self.traces = [str(t) for t in _as_list(traces, "traces")]
+        names = as_list(models, "models") + as_list(edge_models, "edge_models") + as_list(extra_models, "extra_models")
+        self.models = sampler_models(names)
+        self.model_weights = choice_weights(model_weights, len(self.models.archs), "model_weights")
+        self.traces = [str(t) for t in as_list(traces, "traces")]
         bad = [t for t in self.traces if t not in ("code", "conv")]
         if bad or not self.traces:
             raise InvalidInputError(f"traces must be among code, conv, got {self.traces}", field="traces")
-        self.trace_weights = _weights(trace_weights, len(self.traces), "trace_weights")
+        self.trace_weights = choice_weights(trace_weights, len(self.traces), "trace_weights")
         self.trace_paths = {str(k): str(v) for k, v in dict(trace_paths or {}).items() if v is not None}
-        probs = np.asarray(_as_list(batch_size_probs, "batch_size_probs"), dtype=np.float64)
+        probs = np.asarray(as_list(batch_size_probs, "batch_size_probs"), dtype=np.float64)
         self.max_batch_size = int(max_batch_size)
         if (not len(probs) or np.any(probs < 0) or probs.sum() > 1 + 1e-9 or len(probs) > self.max_batch_size
                 or (probs.sum() < 1 - 1e-9 and len(probs) == self.max_batch_size)):
             raise InvalidInputError(f"batch_size_probs must be probabilities of sizes 1..k (k <= max_batch_size) summing to at "
                                     f"most 1, the rest going to k+1..max_batch_size; got {list(probs)}", field="batch_size_probs")
         self.batch_size_probs = probs
-        self.dtypes = _check_dtypes(_as_list(dtypes, "dtypes"))
+        self.dtypes = check_dtypes(as_list(dtypes, "dtypes"))
         if dtype_weights is None:
             dtype_weights = [DTYPE_WEIGHTS[d] for d in self.dtypes]
-        self.dtype_weights = _weights(dtype_weights, len(self.dtypes), "dtype_weights")
-        self.gpus = _gpus(_as_list(gpus, "gpus"), _as_list(gpu_counts, "gpu_counts"))
-        self.gpu_weights = _weights(gpu_weights, len(self.gpus.gpus), "gpu_weights")
+        self.dtype_weights = choice_weights(dtype_weights, len(self.dtypes), "dtype_weights")
+        self.gpus = sampler_gpus(as_list(gpus, "gpus"), as_list(gpu_counts, "gpu_counts"))
+        self.gpu_weights = choice_weights(gpu_weights, len(self.gpus.gpus), "gpu_weights")
         if num_gpus_policy not in ("uniform", "minimum"):
             raise InvalidInputError(f"must be uniform or minimum, got {num_gpus_policy!r}", field="num_gpus_policy")
         self.num_gpus_policy = num_gpus_policy
-        self.memory_fraction = _check_fraction(memory_fraction, "memory_fraction")
-        self.perturb_probability = _check_fraction(perturb_probability, "perturb_probability", allow_zero=True)
-        self.perturb_field_probability = _check_fraction(perturb_field_probability, "perturb_field_probability", allow_zero=True)
+        self.memory_fraction = check_fraction(memory_fraction, "memory_fraction")
+        self.perturb_probability = check_fraction(perturb_probability, "perturb_probability", allow_zero=True)
+        self.perturb_field_probability = check_fraction(perturb_field_probability, "perturb_field_probability", allow_zero=True)
         self.variants_per_model = int(variants_per_model)
         if self.variants_per_model < 0:
             raise InvalidInputError(f"must be >= 0, got {variants_per_model}", field="variants_per_model")
@@ -148,7 +148,7 @@ class FocusedSampler(_Sampler):
         batch = self._draw_batch(u_batch, u_tail)
         # A: a model whose context holds the request, then (maybe) one of its variants
         eligible = (prompt + gen)[:, None] <= mdl.max_context[None, :]
-        base_idx, model_ok = _pick(eligible * self.model_weights[None, :], u_model)
+        base_idx, model_ok = pick(eligible * self.model_weights[None, :], u_model)
         arch = {c: mdl.col(c)[base_idx] for c in ARCH_COLUMNS}
         if self.perturb_probability > 0:
             if self.variants_per_model == 0:
@@ -163,7 +163,7 @@ class FocusedSampler(_Sampler):
                                 "prompt_tokens": prompt, "generated_tokens": gen,
                                 "dtype": np.array(self.dtypes, dtype=object)[dtype_idx],
                                 "trace": np.array(self.traces, dtype=object)[t_idx], **arch}
-        df = _frame(cols)[model_ok]
+        df = config_frame(cols)[model_ok]
         # H: a GPU that can hold the row, and a GPU count
         g_idx, counts, placed = self._place(df, self.gpus, self.dtypes, u_gpu[model_ok], u_count[model_ok],
                                             self.gpu_weights, self.num_gpus_policy)
@@ -183,7 +183,7 @@ class FocusedSampler(_Sampler):
         return super().sample(n, seed)
 
     def sample_blocks(self, n: int, seed: int = 0, block: int | None = None) -> Iterator[pd.DataFrame]:
-        """As :meth:`_Sampler.sample_blocks`, every block drawing from the architecture variants of ``seed``."""
+        """As :meth:`Sampler.sample_blocks`, every block drawing from the architecture variants of ``seed``."""
         if self.perturb_probability > 0 and self.variants_per_model > 0:
             self._pool = self._variant_pool(seed)
         return super().sample_blocks(n, seed, block)

@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llmco2.data.sampling.architectures import _variants
+from llmco2.data.sampling.architectures import arch_variants
 from llmco2.data.sampling.common import DTYPES, INT_COLUMNS, SAMPLE_COLUMNS, SAMPLE_TRACES
 from llmco2.errors import InvalidInputError
 from llmco2.specs import GPU, ModelArch, Request, get_gpu, validate_request
 
 
-def _frame(cols: Mapping[str, Any]) -> pd.DataFrame:
+def config_frame(cols: Mapping[str, Any]) -> pd.DataFrame:
     """A sample frame from column arrays (or scalars), with canonical column types."""
     df = pd.DataFrame({c: cols[c] for c in SAMPLE_COLUMNS})
     for c in INT_COLUMNS:
@@ -52,7 +52,7 @@ def check_samples(df: pd.DataFrame) -> pd.DataFrame:
         raise InvalidInputError(f"row {i}: trace {df['trace'].iloc[i]!r} is not one of {', '.join(SAMPLE_TRACES)}",
                                 field="trace")
     extra = [c for c in df.columns if c not in SAMPLE_COLUMNS]
-    return pd.concat([_frame({c: df[c].to_numpy() for c in SAMPLE_COLUMNS}), df[extra].reset_index(drop=True)], axis=1)
+    return pd.concat([config_frame({c: df[c].to_numpy() for c in SAMPLE_COLUMNS}), df[extra].reset_index(drop=True)], axis=1)
 
 
 def to_csv(df: pd.DataFrame, path: str | Path) -> Path:
@@ -84,7 +84,7 @@ def rows_to_items(df: pd.DataFrame, validate: bool = True) -> list[tuple[ModelAr
     with `validate_request` (TP divisibility, node size, dtype support, context length).
     """
     df = check_samples(df)
-    codes, archs = _variants(df)
+    codes, archs = arch_variants(df)
     gpus = {g: get_gpu(g) for g in df["gpu"].unique()}
     out: list[tuple[ModelArch, Request, GPU]] = []
     cols = [df[c].to_numpy() for c in ("gpu", "num_gpus", "batch_size", "prompt_tokens", "generated_tokens", "dtype")]

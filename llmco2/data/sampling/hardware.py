@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from llmco2.data.sampling.architectures import _variants
+from llmco2.data.sampling.architectures import arch_variants
 from llmco2.data.sampling.common import ARCH_COLUMNS, DTYPES, IntArray
 from llmco2.errors import InvalidInputError
 from llmco2.specs import GPU, Request, get_gpu, get_model
@@ -33,7 +33,7 @@ _SHAPE_GPU = "a100-80gb"
 
 
 @dataclass(frozen=True)
-class _Gpus:
+class Gpus:
     """GPU kinds as arrays (one entry per kind) and the sorted GPU counts ``counts`` allowed."""
 
     gpus: tuple[GPU, ...]
@@ -61,7 +61,7 @@ class _Gpus:
                         dtype=bool).reshape(len(self.gpus), len(dtypes))
 
 
-def _gpus(names: Sequence[str], counts: Sequence[int]) -> _Gpus:
+def sampler_gpus(names: Sequence[str], counts: Sequence[int]) -> Gpus:
     """The distinct catalog GPUs ``names`` (at least one) and positive GPU ``counts``."""
     gpus: list[GPU] = []
     for name in names:
@@ -73,7 +73,7 @@ def _gpus(names: Sequence[str], counts: Sequence[int]) -> _Gpus:
     c = sorted({int(x) for x in counts})
     if not c or c[0] < 1:
         raise InvalidInputError(f"must be positive integers, got {list(counts)}", field="gpu_counts")
-    return _Gpus(tuple(gpus), np.array(c, dtype=np.int64))
+    return Gpus(tuple(gpus), np.array(c, dtype=np.int64))
 
 
 def memory_need_bytes(df: pd.DataFrame) -> NDArray[np.float64]:
@@ -90,7 +90,7 @@ def memory_need_bytes(df: pd.DataFrame) -> NDArray[np.float64]:
     n = len(df)
     if n == 0:
         return np.zeros(0)
-    codes, archs = _variants(df)
+    codes, archs = arch_variants(df)
     params = np.array([a.param_count() for a in archs], dtype=np.float64)[codes]
     # one template row per (base model, dtype): everything the memory model reads besides shapes
     combo_keys = df["model"].astype(str) + "|" + df["dtype"].astype(str)
@@ -112,7 +112,7 @@ def memory_need_bytes(df: pd.DataFrame) -> NDArray[np.float64]:
     return np.asarray(totals.weight_bytes_per_gpu + totals.kv_cache_bytes_per_gpu, dtype=np.float64)
 
 
-def _feasible(df: pd.DataFrame, gpus: _Gpus, dtypes: Sequence[str], memory_fraction: float,
+def feasible(df: pd.DataFrame, gpus: Gpus, dtypes: Sequence[str], memory_fraction: float,
               need: NDArray[np.float64] | None = None) -> NDArray[np.bool_]:
     """(n, G, C): can row i run on ``counts[c]`` GPUs of kind ``g``? (dtype, TP, node, memory)."""
     if need is None:
@@ -128,14 +128,14 @@ def _feasible(df: pd.DataFrame, gpus: _Gpus, dtypes: Sequence[str], memory_fract
     return tp_ok[:, None, :] & gpus.placeable()[None, :, :] & dtype_ok[:, :, None] & fits
 
 
-def _placeable_as_is(df: pd.DataFrame, memory_fraction: float) -> NDArray[np.bool_]:
+def placeable_as_is(df: pd.DataFrame, memory_fraction: float) -> NDArray[np.bool_]:
     """Can each row run on its own ``gpu`` x ``num_gpus``?"""
     if not len(df):
         return np.zeros(0, dtype=bool)
     gpu_ids = list(pd.unique(df["gpu"]))
     counts = np.unique(df["num_gpus"].to_numpy(dtype=np.int64))
-    gpus = _gpus(gpu_ids, counts.tolist())
-    feas = _feasible(df, gpus, DTYPES, memory_fraction)
+    gpus = sampler_gpus(gpu_ids, counts.tolist())
+    feas = feasible(df, gpus, DTYPES, memory_fraction)
     g = pd.Index(list(gpus.ids)).get_indexer(df["gpu"].map(lambda x: get_gpu(x).id))
     c = np.searchsorted(gpus.counts, df["num_gpus"].to_numpy(dtype=np.int64))
     return feas[np.arange(len(df)), g, c]

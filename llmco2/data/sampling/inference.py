@@ -13,7 +13,7 @@ from llmco2.data.sampling.common import IntArray
 
 
 @functools.lru_cache(maxsize=8)
-def _trace_pairs(which: str, path: str | None) -> IntArray:
+def trace_length_pairs(which: str, path: str | None) -> IntArray:
     """(prompt, generated) rows of an Azure trace, counts below 1 raised to 1 (cached)."""
     from llmco2.data.azure import load_trace
 
@@ -25,7 +25,7 @@ def _trace_pairs(which: str, path: str | None) -> IntArray:
 
 def trace_pairs(which: str, path: str | Path | None = None) -> IntArray:
     """The (prompt, generated) pairs of trace ``which``: the inference prior (read once per process)."""
-    return _trace_pairs(which, None if path is None else str(Path(path).resolve()))
+    return trace_length_pairs(which, None if path is None else str(Path(path).resolve()))
 
 
 def draw_batch_sizes(probs: NDArray[np.float64], max_batch_size: int, u: NDArray[np.float64],

@@ -1,6 +1,6 @@
 """The sampling driver and the paper's baseline strategy.
 
-:class:`_Sampler` draws rounds of candidates until ``n`` placeable rows are collected (a
+:class:`Sampler` draws rounds of candidates until ``n`` placeable rows are collected (a
 :class:`SampleReport` counts what was drawn and dropped); :class:`RandomSampler` draws every field
 uniformly over its range (the focused strategy is :mod:`llmco2.data.sampling.focused`).
 """
@@ -18,19 +18,19 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from llmco2.data.sampling.architectures import EDGE_MODELS, PAPER_MODELS, _models
+from llmco2.data.sampling.architectures import EDGE_MODELS, PAPER_MODELS, sampler_models
 from llmco2.data.sampling.common import (
     ARCH_COLUMNS,
     DTYPES,
     SAMPLE_COLUMNS,
     IntArray,
-    _as_list,
-    _check_dtypes,
-    _check_fraction,
-    _pick,
+    as_list,
+    check_dtypes,
+    check_fraction,
+    pick,
 )
-from llmco2.data.sampling.frames import _frame
-from llmco2.data.sampling.hardware import GPU_COUNTS, PAPER_GPUS, _feasible, _Gpus, _gpus
+from llmco2.data.sampling.frames import config_frame
+from llmco2.data.sampling.hardware import GPU_COUNTS, PAPER_GPUS, Gpus, feasible, sampler_gpus
 from llmco2.errors import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class SampleReport:
                 "dropped_by_reason": dict(self.dropped), "seconds": round(self.seconds, 3)}
 
 
-#: Rows drawn together by :meth:`_Sampler.sample_blocks` (some 9 KB each while drawing: ~0.5 GB).
+#: Rows drawn together by :meth:`Sampler.sample_blocks` (some 9 KB each while drawing: ~0.5 GB).
 SAMPLE_BLOCK = 50_000
 
 
@@ -66,7 +66,7 @@ def block_seed(seed: int, index: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(index)]).generate_state(1)[0])
 
 
-class _Sampler:
+class Sampler:
     """Shared driver: draw rounds of candidates until ``n`` placeable rows are collected."""
 
     memory_fraction: float
@@ -89,7 +89,7 @@ class _Sampler:
             return
         total = SampleReport(requested=n)
         for i, lo in enumerate(range(0, n, block)):
-            frame = _Sampler.sample(self, min(block, n - lo), block_seed(seed, i))
+            frame = Sampler.sample(self, min(block, n - lo), block_seed(seed, i))
             total.drawn += self.last_report.drawn
             total.seconds += self.last_report.seconds
             for reason, count in self.last_report.dropped.items():
@@ -123,28 +123,28 @@ class _Sampler:
             raise InvalidInputError(f"only {have} of {n} configurations could be placed after {self.max_rounds} rounds "
                                     f"(dropped: {report.dropped}); allow more GPUs, GPU counts or smaller dtypes",
                                     field="n")
-        out = pd.concat(parts, ignore_index=True).iloc[:n] if parts else _frame({c: [] for c in SAMPLE_COLUMNS})
+        out = pd.concat(parts, ignore_index=True).iloc[:n] if parts else config_frame({c: [] for c in SAMPLE_COLUMNS})
         if report.dropped_total:
             log.info("%s: drew %d configurations, dropped %d that could not be placed (%s); kept %d",
                      type(self).__name__, report.drawn, report.dropped_total, report.dropped, n)
         return out.reset_index(drop=True)
 
-    def _place(self, df: pd.DataFrame, gpus: _Gpus, dtypes: Sequence[str], u_gpu: NDArray[np.float64],
+    def _place(self, df: pd.DataFrame, gpus: Gpus, dtypes: Sequence[str], u_gpu: NDArray[np.float64],
                u_count: NDArray[np.float64], gpu_weights: NDArray[np.float64], policy: str,
                ) -> tuple[IntArray, IntArray, NDArray[np.bool_]]:
         """Pick a GPU (among those that can hold the row) and a count per row."""
-        feas = _feasible(df, gpus, dtypes, self.memory_fraction)
+        feas = feasible(df, gpus, dtypes, self.memory_fraction)
         any_count = feas.any(axis=2)  # (n, G)
-        g_idx, ok = _pick(any_count * gpu_weights[None, :], u_gpu)
+        g_idx, ok = pick(any_count * gpu_weights[None, :], u_gpu)
         counts_ok = feas[np.arange(len(df)), g_idx]  # (n, C)
         if policy == "minimum":
             c_idx = np.argmax(counts_ok, axis=1)
         else:
-            c_idx, _ = _pick(counts_ok.astype(np.float64), u_count)
+            c_idx, _ = pick(counts_ok.astype(np.float64), u_count)
         return g_idx, gpus.counts[c_idx], ok
 
 
-class RandomSampler(_Sampler):
+class RandomSampler(Sampler):
     """The paper's baseline: every field uniform over its range.
 
     Models uniform over ``models`` + ``extra_models`` (catalog architectures, unperturbed),
@@ -159,14 +159,14 @@ class RandomSampler(_Sampler):
                  gpus: Sequence[str] = PAPER_GPUS, gpu_counts: Sequence[int] = GPU_COUNTS,
                  dtypes: Sequence[str] = DTYPES, max_prompt: int = 4096, max_generated: int = 1024,
                  max_batch: int = 8, memory_fraction: float = 0.9, max_rounds: int = 50) -> None:
-        self.models = _models(_as_list(models, "models") + _as_list(extra_models, "extra_models"))
-        self.gpus = _gpus(_as_list(gpus, "gpus"), _as_list(gpu_counts, "gpu_counts"))
-        self.dtypes = _check_dtypes(_as_list(dtypes, "dtypes"))
+        self.models = sampler_models(as_list(models, "models") + as_list(extra_models, "extra_models"))
+        self.gpus = sampler_gpus(as_list(gpus, "gpus"), as_list(gpu_counts, "gpu_counts"))
+        self.dtypes = check_dtypes(as_list(dtypes, "dtypes"))
         for name, value in (("max_prompt", max_prompt), ("max_generated", max_generated), ("max_batch", max_batch)):
             if int(value) < 1:
                 raise InvalidInputError(f"must be >= 1, got {value}", field=name)
         self.max_prompt, self.max_generated, self.max_batch = int(max_prompt), int(max_generated), int(max_batch)
-        self.memory_fraction = _check_fraction(memory_fraction, "memory_fraction")
+        self.memory_fraction = check_fraction(memory_fraction, "memory_fraction")
         self.max_rounds = int(max_rounds)
         self.last_report = SampleReport()
 
@@ -186,9 +186,9 @@ class RandomSampler(_Sampler):
                                 "dtype": np.array(self.dtypes, dtype=object)[dtype], "trace": "uniform"}
         for c in ARCH_COLUMNS:
             cols[c] = self.models.col(c)[mod]
-        df = _frame(cols)
+        df = config_frame(cols)
         context_ok = prompt + gen <= self.models.max_context[mod]
-        feas = _feasible(df, self.gpus, self.dtypes, self.memory_fraction)
+        feas = feasible(df, self.gpus, self.dtypes, self.memory_fraction)
         placed = feas[np.arange(m), g_idx, c_idx]
         keep = context_ok & placed
         return df[keep], {"context": int((~context_ok).sum()), "placement": int((context_ok & ~placed).sum())}

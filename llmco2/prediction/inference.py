@@ -1,13 +1,13 @@
 """Inference without torch: a trained checkpoint as a NumPy forward pass plus its output head.
 
 :class:`InferenceModel` builds the requests' graphs, runs the network
-(:class:`llmco2.models.numpy_forward.SageForward`) and finishes with the checkpoint's
-:class:`llmco2.models.head.OutputHead`. Large batches are predicted in steps of
+(:class:`llmco2.prediction.numpy_forward.SageForward`) and finishes with the checkpoint's
+:class:`llmco2.prediction.head.OutputHead`. Large batches are predicted in steps of
 :data:`PIPELINE_ROWS` requests: the network runs on one step in a worker thread while the next
 step's graphs and the previous step's head are computed, so two cores are busy.
 
 Weights and metadata come straight from the checkpoint file (safetensors + JSON, read without
-torch and without running anything: :mod:`llmco2.models.checkpoint_file`).
+torch and without running anything: :mod:`llmco2.prediction.checkpoint_file`).
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ from llmco2.errors import InvalidInputError
 from llmco2.graph.features import FEATURE_SCHEMA_VERSION, GraphArrays, build_graph_arrays
 from llmco2.graph.scaling import FeatureScaler
 from llmco2.graph.views import view
-from llmco2.models.checkpoint_file import read_checkpoint
-from llmco2.models.head import OutputHead, PhasePrediction
-from llmco2.models.numpy_forward import SageForward, StructureGroups, forward_threads, structure_groups
-from llmco2.models.physics import Item
-from llmco2.models.training_state import is_training_state
+from llmco2.physics.priors import Item
+from llmco2.prediction.checkpoint_file import is_training_state, read_checkpoint
+from llmco2.prediction.head import OutputHead, PhasePrediction
+from llmco2.prediction.numpy_forward import SageForward, StructureGroups, forward_threads, structure_groups
 
 __all__ = ["PIPELINE_ROWS", "InferenceModel", "SageForward", "StructureGroups", "concat_predictions",
            "load_inference", "structure_groups", "take_rows"]
@@ -49,7 +48,7 @@ PIPELINE_ROWS = 4096
 @dataclass
 class InferenceModel:
     """A trained checkpoint, ready to predict without torch: feature scaler, NumPy network and the
-    checkpoint's output head (:class:`llmco2.models.head.OutputHead`: prior, target, intervals).
+    checkpoint's output head (:class:`llmco2.prediction.head.OutputHead`: prior, target, intervals).
 
     ``meta`` holds the checkpoint's non-network entries (``config``, ``head``, ...).
     """
@@ -107,7 +106,7 @@ class InferenceModel:
 
         The analytic model runs on all requests at once; graphs, network and head then follow in
         steps of :data:`PIPELINE_ROWS` requests (bounding the memory held). With two or more
-        threads (:func:`llmco2.models.numpy_forward.forward_threads`), the network of one step runs
+        threads (:func:`llmco2.prediction.numpy_forward.forward_threads`), the network of one step runs
         in a worker thread while the main thread builds the next step's graphs and finishes the
         previous step. Each request's numbers are the same either way."""
         table = requests if isinstance(requests, RequestTable) else RequestTable.from_items(list(requests))

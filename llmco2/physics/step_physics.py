@@ -49,7 +49,7 @@ embedding / final norm / LM head:
   energy = power x t x GPUs (J).
 
 Parameters (:class:`StepParams`) are fitted jointly on isolated and serving measurements
-(:mod:`llmco2.models.step_fit`); an unseen GPU is predicted by the same formulas from its catalog
+(:mod:`llmco2.physics.step_fit`); an unseen GPU is predicted by the same formulas from its catalog
 entry, never from a median of fitted per-GPU constants.
 """
 
@@ -103,7 +103,7 @@ def catalog_overhead(engine: str) -> EngineOverhead:
 
 @dataclass(frozen=True)
 class StepParams:
-    """The shared physical constants of :mod:`llmco2.models.step_physics` and per-engine overheads.
+    """The shared physical constants of :mod:`llmco2.physics.step_physics` and per-engine overheads.
     Engines absent from ``engines`` take their catalog priors."""
 
     eta_compute: float = 0.6

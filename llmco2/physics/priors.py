@@ -25,7 +25,7 @@ for decode and ``kernels`` = kernels of the layer DAG x layers + embedding, fina
 
 The hardware enters only through catalog numbers (peaks, bandwidths, TDP, idle power), the engine
 through its overheads: fitted per engine on training rows with a latency and stored with the
-checkpoint (:mod:`llmco2.models.physics_fit`); engines without rows keep the catalog priors of
+checkpoint (:mod:`llmco2.physics.prior_fit`); engines without rows keep the catalog priors of
 ``llmco2/specs/data/engines.toml``, and ``unknown`` takes the median of the fitted engines.
 
 Idle power: :func:`llmco2.specs.gpus.static_power_w` (the catalog's sourced ``idle_power_w``, else
@@ -46,7 +46,7 @@ from numpy.typing import NDArray
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis
 from llmco2.analytic.model import ModelTotals
 from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
-from llmco2.models.step_physics import HardwareRows
+from llmco2.physics.step_physics import HardwareRows
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids
 from llmco2.specs.gpus import static_power_w
 

@@ -172,10 +172,10 @@ def convert_legacy(src: str | Path, dest: str | Path | None = None, *, trust: bo
         raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="checkpoint")
     if not trust:
         raise InvalidInputError(f"converting {p} unpickles it, which can run code; pass --trust if you trust where it came from",
-                                field="--trust")
+                                field="trust")
     out = Path(dest) if dest is not None else p.with_suffix(CHECKPOINT_SUFFIX)
     if out.resolve() == p.resolve():
-        raise InvalidInputError(f"the converted checkpoint would overwrite {p}; pass another --out", field="--out")
+        raise InvalidInputError(f"the converted checkpoint would overwrite {p}; pass another --out", field="out")
     import torch
 
     try:
@@ -193,3 +193,11 @@ def convert_legacy(src: str | Path, dest: str | Path | None = None, *, trust: bo
     meta["format"] = CHECKPOINT_FORMAT
     return write_checkpoint(out, tensors, meta)
 
+
+#: Name prefixes of the training state a resumable run keeps beside the network weights.
+OPTIMIZER_PREFIX, BEST_WEIGHTS_PREFIX = "optimizer.", "best_weights."
+
+
+def is_training_state(name: str) -> bool:
+    """Whether a tensor of a checkpoint is training state rather than a network weight."""
+    return name.startswith((OPTIMIZER_PREFIX, BEST_WEIGHTS_PREFIX)) or name == "torch_rng"

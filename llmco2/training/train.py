@@ -1,8 +1,8 @@
 """Training, prediction and checkpoints of the LLMCO2 GNN.
 
 The network learns the standardised log-ratio of energy to a physics prior
-(:mod:`llmco2.models.physics`, fitted first); everything outside the network lives in a torch-free
-:class:`llmco2.models.head.OutputHead`, saved under ``"head"`` in the checkpoint.
+(:mod:`llmco2.physics.priors`, fitted first); everything outside the network lives in a torch-free
+:class:`llmco2.prediction.head.OutputHead`, saved under ``"head"`` in the checkpoint.
 
 Loss: L1 between predicted and measured log-energy of each row (a relative-error loss, suited to
 MAPE-type metrics); a ``total`` row compares with the log of the summed phases. Adam, early
@@ -12,6 +12,7 @@ stopping on a validation set (best weights restored). Everything runs on the CPU
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -23,23 +24,25 @@ import pandas as pd
 import torch
 from numpy.typing import NDArray
 
+from llmco2.analytic.table import RequestTable
+from llmco2.data.dataset import EnergyData, from_items
 from llmco2.errors import InvalidInputError
 from llmco2.graph.features import ENGINE_LEVELS, FEATURE_SCHEMA_VERSION, GraphArrays, build_graph_arrays, subset
 from llmco2.graph.scaling import FeatureScaler
 from llmco2.graph.views import view
-from llmco2.models.checkpoint_file import CHECKPOINT_FORMAT, read_checkpoint, write_checkpoint
-from llmco2.models.dataset import EnergyData, from_items
-from llmco2.models.gnn import LLMCO2Net
-from llmco2.models.head import OutputHead, PhasePrediction, device_group
-from llmco2.models.intervals import IntervalCalibration
-from llmco2.models.physics import row_values
-from llmco2.models.physics_fit import fit_physics
-from llmco2.models.step_isolated import fit_isolated
-from llmco2.models.step_prior import StepPrior, read_step_params
-from llmco2.models.targets import EnergyTarget, phase_energy
-from llmco2.models.training_state import is_training_state, load_epoch, run_fingerprint, save_epoch
+from llmco2.physics.prior_fit import fit_physics
+from llmco2.physics.priors import row_values
+from llmco2.physics.step_isolated import fit_isolated
+from llmco2.physics.step_prior import StepPrior, read_step_params
+from llmco2.prediction.checkpoint_file import CHECKPOINT_FORMAT, is_training_state, read_checkpoint, write_checkpoint
+from llmco2.prediction.head import OutputHead, PhasePrediction, device_group
+from llmco2.prediction.intervals import IntervalCalibration
+from llmco2.prediction.loading import checkpoint_path
+from llmco2.prediction.targets import EnergyTarget, phase_energy
 from llmco2.specs import GPU, UNKNOWN_ENGINE, ModelArch, Request
 from llmco2.specs.families import architecture_family
+from llmco2.training.gnn import LLMCO2Net
+from llmco2.training.training_state import load_epoch, run_fingerprint, save_epoch
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +159,7 @@ class GNNPredictor:
         """Fit the physics prior (on ``latency_data``'s latencies, default: the training rows'),
         then the network on ``train`` with early stopping on ``val``; calibrate the intervals on
         ``val``. With ``checkpoint_dir``, ``last`` and ``best`` checkpoints are written there after
-        every epoch (:mod:`llmco2.models.training_state`); ``resume`` continues from ``last`` to the
+        every epoch (:mod:`llmco2.training.training_state`); ``resume`` continues from ``last`` to the
         same result as an uninterrupted run."""
         cfg = self.config
         if not len(train.energy_j):
@@ -276,10 +279,12 @@ class GNNPredictor:
         g, prior = parts
         return self.target.energy_j(self.network_outputs(g), prior)
 
-    def predict(self, items_or_data: EnergyData | list[tuple[ModelArch, Request, GPU]]) -> PhasePrediction:
+    def predict(self, items_or_data: EnergyData | RequestTable | list[tuple[ModelArch, Request, GPU]]) -> PhasePrediction:
         """Energy, latency, interval and notes of every configuration (see :class:`PhasePrediction`)."""
         if self.net is None or self.head is None or self.scaler is None:
             raise InvalidInputError("the predictor is not trained", field="checkpoint")
+        if isinstance(items_or_data, RequestTable):
+            items_or_data = items_or_data.items()
         data = items_or_data if isinstance(items_or_data, EnergyData) else from_items(list(items_or_data))
         z = self.network_outputs(self.scaler.transform(self._graphs(data)))
         return self.head.finish(z, data.items, *data.analysis())
@@ -302,8 +307,8 @@ class GNNPredictor:
     # -- checkpoints ---------------------------------------------------------------------------------
     def save(self, path: str | Path, extra_tensors: dict[str, Any] | None = None,
              extra_meta: dict[str, Any] | None = None) -> Path:
-        """Write the checkpoint (safetensors weights + JSON metadata, :mod:`llmco2.models.checkpoint_file`);
-        ``extra_*``: training state stored beside the predictor (:mod:`llmco2.models.training_state`)."""
+        """Write the checkpoint (safetensors weights + JSON metadata, :mod:`llmco2.prediction.checkpoint_file`);
+        ``extra_*``: training state stored beside the predictor (:mod:`llmco2.training.training_state`)."""
         if self.net is None or self.scaler is None or self.head is None:
             raise InvalidInputError("the predictor is not trained", field="checkpoint")
         tensors = {k: v.detach().cpu().numpy() for k, v in self.net.state_dict().items()}
@@ -353,3 +358,11 @@ def training_domain(data: EnergyData) -> dict[str, Any]:
         "batch_size": [min(r.batch_size for r in reqs), max(r.batch_size for r in reqs)],
         "num_gpus": [min(r.num_gpus for r in reqs), max(r.num_gpus for r in reqs)],
     }
+
+
+@functools.lru_cache(maxsize=4)
+def load_reference_predictor(path: str | None = None) -> GNNPredictor:
+    """The training-side predictor (PyTorch + PyG) of ``path`` (default: the shipped checkpoint):
+    the reference the torch-free fast path (:func:`llmco2.prediction.loading.load_predictor`) is
+    tested against."""
+    return GNNPredictor.load(checkpoint_path(path))

@@ -8,7 +8,7 @@ After every epoch :func:`save_epoch` writes, in ``DIR``:
 * ``best.safetensors``: the predictor with the best validation loss so far (its intervals are
   calibrated only at the end of training, in the final checkpoint).
 
-Both go through the safe checkpoint format (:mod:`llmco2.models.checkpoint_file`: tensors and
+Both go through the safe checkpoint format (:mod:`llmco2.prediction.checkpoint_file`: tensors and
 JSON, written atomically), so a run killed at any moment leaves the previous epoch's files whole.
 :func:`load_epoch` restores everything into a freshly set-up predictor, so that a resumed run
 continues to the same weights as an uninterrupted one with the same seed and data.
@@ -20,35 +20,52 @@ import json
 import logging
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from llmco2.errors import InvalidInputError
-from llmco2.models.checkpoint_file import read_checkpoint
+from llmco2.prediction.checkpoint_file import BEST_WEIGHTS_PREFIX, OPTIMIZER_PREFIX, read_checkpoint
 
 if TYPE_CHECKING:
     import torch
 
-    from llmco2.models.train import GNNPredictor
 
 log = logging.getLogger(__name__)
 
 LAST, BEST = "last.safetensors", "best.safetensors"
-_OPT, _BEST_W = "optimizer.", "best_weights."
 
 
-def is_training_state(name: str) -> bool:
-    """Whether a tensor of a checkpoint is training state rather than a network weight."""
-    return name.startswith((_OPT, _BEST_W)) or name == "torch_rng"
+class TrainingHistory(Protocol):
+    """Loss curves of a run (per epoch) and its best epoch."""
+
+    train_loss: list[float]
+    val_loss: list[float]
+    best_epoch: int
 
 
-def run_fingerprint(predictor: GNNPredictor, rows: int, val_rows: int) -> dict[str, Any]:
+class ResumableModel(Protocol):
+    """What a resumable run saves and restores: the settings (a dataclass), the network, the loss
+    history and a ``save`` that writes the safe checkpoint format with extra entries
+    (:class:`llmco2.training.train.GNNPredictor` is one)."""
+
+    config: Any
+    net: torch.nn.Module | None
+    history: TrainingHistory
+
+    def save(self, path: str | Path, extra_tensors: dict[str, Any] | None = None,
+             extra_meta: dict[str, Any] | None = None) -> Path: ...
+
+
+_OPT, _BEST_W = OPTIMIZER_PREFIX, BEST_WEIGHTS_PREFIX
+
+
+def run_fingerprint(predictor: ResumableModel, rows: int, val_rows: int) -> dict[str, Any]:
     """What a resumed run must share with the interrupted one: settings and data sizes."""
     return json.loads(json.dumps({"config": asdict(predictor.config), "train_rows": rows, "val_rows": val_rows}))
 
 
-def save_epoch(folder: Path, predictor: GNNPredictor, opt: torch.optim.Optimizer, rng: np.random.Generator, epoch: int,
+def save_epoch(folder: Path, predictor: ResumableModel, opt: torch.optim.Optimizer, rng: np.random.Generator, epoch: int,
                best: dict[str, torch.Tensor] | None, best_loss: float, stale: int, fingerprint: dict[str, Any],
                improved: bool) -> None:
     """Write ``last`` (and ``best`` when this epoch improved) after ``epoch``."""
@@ -75,7 +92,7 @@ def save_epoch(folder: Path, predictor: GNNPredictor, opt: torch.optim.Optimizer
         predictor.save(folder / BEST)
 
 
-def load_epoch(folder: Path, predictor: GNNPredictor, opt: torch.optim.Optimizer, rng: np.random.Generator,
+def load_epoch(folder: Path, predictor: ResumableModel, opt: torch.optim.Optimizer, rng: np.random.Generator,
                fingerprint: dict[str, Any]) -> tuple[int, dict[str, torch.Tensor] | None, float, int]:
     """Restore the state :func:`save_epoch` wrote into ``predictor``, ``opt`` and ``rng``.
     Returns ``(next epoch, best weights, best loss, stale epochs)``."""

@@ -14,7 +14,6 @@ same fingerprint skips the parts that exist; a rerun with another one is refused
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -25,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from llmco2.api.options import FileJob
 from llmco2.errors import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,6 @@ PARTITION_ROWS = 262_144
 MANIFEST_NAME = "_llmco2_manifest.json"
 MANIFEST_VERSION = 1
 #: Options that change where or how fast parts are computed, not their contents.
-_NOT_IN_FINGERPRINT = ("verbose", "out", "requests", "cluster", "workers")
 
 
 @dataclass(frozen=True)
@@ -76,18 +75,17 @@ def plan_parts(files: list[tuple[Path, int]], partition_rows: int) -> list[Part]
     return parts
 
 
-def fingerprint(args: argparse.Namespace, files: list[tuple[Path, int]], partition_rows: int,
+def fingerprint(job: FileJob, files: list[tuple[Path, int]], partition_rows: int,
                 chunk_rows: int) -> dict[str, Any]:
     """What a resumed run must share with the run it continues (JSON-ready)."""
-    from llmco2 import __version__
-    from llmco2.models.predict import _checkpoint
+    from llmco2.prediction.loading import checkpoint_path
     from llmco2.resumable_output import file_identity
+    from llmco2.version import __version__
 
-    options = {k: v for k, v in sorted(vars(args).items())
-               if k not in _NOT_IN_FINGERPRINT and (v is None or isinstance(v, (str, int, float, bool)))}
+    options = job.fingerprint_options()
     return json.loads(json.dumps({
         "inputs": [{**file_identity(src), "rows": rows} for src, rows in files], "options": options,
-        "checkpoint": file_identity(_checkpoint(args.checkpoint)), "partition_rows": partition_rows,
+        "checkpoint": file_identity(checkpoint_path(job.options.checkpoint)), "partition_rows": partition_rows,
         "chunk_rows": chunk_rows, "llmco2": __version__}, sort_keys=True))
 
 
@@ -121,16 +119,16 @@ def check_manifest(out: Path, fp: dict[str, Any]) -> bool:
                 raise ValueError("version")
         except (OSError, ValueError, KeyError, TypeError):
             raise InvalidInputError(f"cannot read {path} (not a manifest this version wrote); delete {out} or give another "
-                                    "--out", field="--out") from None
+                                    "--out", field="out") from None
         if old != fp:
             raise InvalidInputError(f"{out} holds the parts of a run with other {_difference(old, fp)}; delete the folder "
                                     "or give another --out (parts are reused only for the same input and options)",
-                                    field="--out")
+                                    field="out")
         return True
     others = [p.name for p in out.iterdir() if not p.name.startswith(".")] if out.exists() else []
     if others:
         raise InvalidInputError(f"{out} is not empty ({others[0]}{' and more' if len(others) > 1 else ''}) and holds no "
-                                "llmco2 manifest; give a new or empty folder", field="--out")
+                                "llmco2 manifest; give a new or empty folder", field="out")
     return False
 
 
@@ -158,7 +156,7 @@ def discard(out: Path, parts: list[Part]) -> None:
     remove_stray_temporaries(out)
 
 
-def predict_part(part: Part, out: str, args: argparse.Namespace, assume: dict[str, Any], keep: list[int],
+def predict_part(part: Part, out: str, job: FileJob, assume: dict[str, Any], keep: list[int],
                  chunk_rows: int) -> dict[str, int]:
     """Predict one partition and write its Parquet part (runs on a worker). Returns its ``rows``
     and ``written`` (0 when the part was already complete). Bad input raises
@@ -166,8 +164,8 @@ def predict_part(part: Part, out: str, args: argparse.Namespace, assume: dict[st
     import pyarrow.parquet as pq
 
     from llmco2.analytic.request_files import iter_request_chunks
-    from llmco2.cli.prediction_chunks import prediction_batch, rare_collections, reused_memory
-    from llmco2.models.predict import load_predictor
+    from llmco2.api.chunks import prediction_batch, rare_collections, reused_memory
+    from llmco2.prediction.loading import load_predictor
 
     final = Path(out) / part.name
     if final.exists():
@@ -176,21 +174,21 @@ def predict_part(part: Part, out: str, args: argparse.Namespace, assume: dict[st
     rows = 0
     writer = None
     try:
-        predictor = load_predictor(args.checkpoint)
+        predictor = load_predictor(job.options.checkpoint)
         regions = None
-        if getattr(args, "carbon_intensity", None) is None:  # a region column: each row at its own region
+        if job.assumptions.carbon_intensity is None:  # a region column: each row at its own region
             from llmco2.carbon.region_rows import ChunkRegions
 
-            regions = ChunkRegions(part.src, getattr(args, "region", None))
+            regions = ChunkRegions(part.src, job.assumptions.region)
         with reused_memory(), rare_collections():  # as in a single-process run: no page-fault churn
-            for chunk in iter_request_chunks(Path(part.src), defaults=args, chunk_rows=chunk_rows, rows=(part.start, part.stop)):
+            for chunk in iter_request_chunks(Path(part.src), defaults=job.options.row_defaults(), chunk_rows=chunk_rows, rows=(part.start, part.stop)):
                 batch, _ = prediction_batch(chunk, keep, predictor, assume, regions)
                 writer = writer or pq.ParquetWriter(str(tmp), batch.schema)  # created with the usual permissions
                 writer.write_batch(batch)
                 rows += batch.num_rows
         if writer is None or rows != part.rows:
             raise InvalidInputError(f"{part.src} changed while it was being predicted (rows {part.start:,}-{part.stop:,}); "
-                                    "run the command again", field="--requests")
+                                    "run the command again", field="requests")
         writer.close()
         writer = None
         with tmp.open("rb") as fh:
@@ -198,8 +196,6 @@ def predict_part(part: Part, out: str, args: argparse.Namespace, assume: dict[st
         if not (Path(out) / MANIFEST_NAME).exists():  # the run stopped on bad input elsewhere and was discarded
             return {"rows": rows, "written": 0}
         os.replace(tmp, final)
-    except InvalidInputError as exc:
-        raise InvalidInputError(str(exc)) from None  # its field is part of the message once pickled
     finally:
         if writer is not None:
             writer.close()

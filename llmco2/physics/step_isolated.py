@@ -2,14 +2,14 @@
 
 An isolated run (one batch of ``B`` requests, each with ``P`` prompt and ``G`` generated tokens,
 nothing else on the GPUs) is one prefill step and ``G - 1`` decode steps. Its latency and energy
-follow from :func:`llmco2.models.step_physics.step_cost` on the shapes of both phases (the decode
+follow from :func:`llmco2.physics.step_physics.step_cost` on the shapes of both phases (the decode
 phase's work averaged over its steps), so the same constants that describe a server's steady state
 describe it too. These rows pin what serving averages cannot: the batch size is known, lengths are
 known, and latency and power are read per run on several GPUs and engines (A100, H100, Gaudi2;
 vLLM, TensorRT-LLM, DeepSpeed, Hugging Face transformers).
 
 Which rows enter (per source: latency of every row with one; power, ``energy / latency``, only of
-rows whose energy is usable, :func:`llmco2.models.experiment.usable_rows`):
+rows whose energy is usable, :func:`llmco2.data.usable.usable_rows`):
 
 * Argonne LLM-Inference-Bench (whole runs, ``phase == total``);
 * this project's H100 Hugging Face rows (decode phase, NVML);
@@ -17,7 +17,7 @@ rows whose energy is usable, :func:`llmco2.models.experiment.usable_rows`):
 * Delavande (HF decode latency of Llama-3.1-8B on an H100; its energies counted other GPUs);
 * the collected rows (``../shared/data/collected``: vLLM 0.8 eager on an A100-80GB SXM and an A40,
   ML.ENERGY v1's HF runs where their prompt length is known), flagged rows left out as everywhere
-  (:data:`llmco2.models.experiment.UNRELIABLE_FLAGS`), bitsandbytes rows left out
+  (:data:`llmco2.data.usable.UNRELIABLE_FLAGS`), bitsandbytes rows left out
   (:data:`UNMODELLED_QUANTISATION`) and host-bound runs left out (:data:`HOST_BOUND_FILES`: the
   thesis rows on four A100-PCIe-40GB).
 
@@ -35,10 +35,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from llmco2.models.dataset import energy_data
-from llmco2.models.experiment import usable_rows
-from llmco2.models.step_fit import Observation
-from llmco2.models.step_physics import StepParams, StepShapes, overhead_arrays, step_cost, step_shapes
+from llmco2.data.dataset import energy_data
+from llmco2.data.usable import usable_rows
+from llmco2.physics.step_fit import Observation
+from llmco2.physics.step_physics import StepParams, StepShapes, overhead_arrays, step_cost, step_shapes
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ def isolated_rows(table: pd.DataFrame) -> IsolatedRows:
     return IsolatedRows(rows, pre, dec, steps, phase != "decode", ok)
 
 
-#: Bounds of the isolated-run fit that differ from :data:`llmco2.models.step_fit.BOUNDS`: with no busy
+#: Bounds of the isolated-run fit that differ from :data:`llmco2.physics.step_fit.BOUNDS`: with no busy
 #: term (see :func:`fit_isolated`), compute utilisation is the model's only measure of activity.
 ISOLATED_BOUNDS: dict[str, tuple[float, float]] = {}
 
@@ -161,7 +161,7 @@ def fit_isolated(table: pd.DataFrame, source: str = "") -> StepParams | None:
     3 pJ at 7 nm): wider, it reached 3.5 pJ without the A100-80GB rows, the only isolated runs with
     compute-bound batches of 128-512, and over-predicted their power by 35% held out
     (``experiments/step_lodo.py``)."""
-    from llmco2.models.step_fit import BOUNDS, fit_step_params
+    from llmco2.physics.step_fit import BOUNDS, fit_step_params
 
     table = table.drop_duplicates(subset=[c for c in ("source", "source_row", "phase") if c in table.columns])
     if not table["source"].isin(SOURCES).any():

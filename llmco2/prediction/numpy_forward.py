@@ -1,6 +1,6 @@
 """The LLMCO2 network's forward pass in NumPy (no torch).
 
-The network (:class:`llmco2.models.gnn.LLMCO2Net`) is ``num_layers`` x PyG ``SAGEConv`` with its
+The network (:class:`llmco2.training.gnn.LLMCO2Net`) is ``num_layers`` x PyG ``SAGEConv`` with its
 defaults (mean aggregation, root weight, ``normalize=False``):
 ``h_i' = relu(W_l · mean_{j -> i} h_j + b_l + W_r · h_i)``, then mean and max pooling over each
 graph's nodes, the global features concatenated, and ``Linear -> ReLU -> Linear``.

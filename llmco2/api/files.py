@@ -1,4 +1,4 @@
-"""``llmco2 predict --requests FILE --out FILE.csv``: many requests, streamed in chunks.
+"""Many requests from a file (``llmco2 predict --requests FILE --out FILE.csv``), streamed in chunks.
 
 The file (CSV or Parquet; the output is Parquet when ``--out`` ends in ``.parquet``) is read,
 predicted and written one chunk at a time (:data:`~llmco2.analytic.request_files.CHUNK_ROWS`
@@ -11,7 +11,6 @@ is the same, byte for byte, as an uninterrupted run's.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
@@ -20,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from llmco2.cli.prediction_chunks import (  # noqa: F401 - PREDICTION_COLUMNS and prediction_arrays are used from here too
+from llmco2.api.chunks import (  # noqa: F401 - PREDICTION_COLUMNS and prediction_arrays are used from here too
     PREDICTION_COLUMNS,
     batch_totals,
     file_gpus,
@@ -34,6 +33,7 @@ from llmco2.cli.prediction_chunks import (  # noqa: F401 - PREDICTION_COLUMNS an
     totals_line,
     totals_record,
 )
+from llmco2.api.options import FileJob
 from llmco2.errors import Interrupted, InvalidInputError
 from llmco2.file_checks import check_input_file, check_output_path
 
@@ -58,52 +58,52 @@ def _needs_quotes(columns: list[Any]) -> bool:
     return False
 
 
-def _first_chunk_gpus_suffice(gpus: list[Any], rows: int, options: dict[str, Any]) -> bool:
+def first_chunk_gpus_suffice(gpus: list[Any], rows: int, job: FileJob) -> bool:
     """Whether the first chunk's GPUs give the same assumptions as all of the file's GPUs.
     `resolve_assumptions` uses the GPUs only for the default PUE (``edge_device`` when every GPU
     is an edge module or SoC), so the rest of the file matters only when the first chunk is not
     the whole file, no numeric PUE is given and every GPU so far is an edge device."""
     from llmco2.carbon.assumptions import EDGE_FORM_FACTORS
 
-    if rows < first_chunk_limit() or isinstance(options.get("pue_value"), (int, float)):
+    if rows < first_chunk_limit() or isinstance(job.assumptions.pue_value(), (int, float)):
         return True
     return bool(gpus) and any(g.form_factor not in EDGE_FORM_FACTORS for g in gpus)
 
 
-def predict_file(args: argparse.Namespace, options: dict[str, Any]) -> int:
-    """Predict every request of ``args.requests`` into ``args.out``; summary line on stderr.
+def predict_file(job: FileJob) -> int:
+    """Predict every request of ``job.requests`` into ``job.out`` (on a Dask cluster when
+    ``job.cluster.address`` is set); summary lines on stderr, the totals beside the output.
     Ctrl-C or SIGTERM stop it with :class:`~llmco2.errors.Interrupted`, keeping the chunks
-    committed so far for the next run of the same command."""
-    from llmco2.cli.predict_cluster import check_cluster_options
+    committed so far for the next run of the same job."""
+    from llmco2.api.cluster import check_cluster_options
 
-    check_cluster_options(args)
-    if getattr(args, "cluster", None):
-        from llmco2.cli.predict_cluster import predict_cluster
+    check_cluster_options(job)
+    if job.cluster.address:
+        from llmco2.api.cluster import predict_cluster
 
-        return predict_cluster(args, options)
+        return predict_cluster(job)
     progress = {"rows": 0}
     try:
         with reused_memory(), terminate_as_interrupt():
-            return _predict_file(args, options, progress)
+            return _predict_file(job, progress)
     except KeyboardInterrupt as exc:
         from llmco2.analytic.request_files import count_rows
 
-        src = Path(args.requests)
+        src = Path(job.requests)
         total = count_rows(src) if src.is_file() else None
         raise Interrupted(progress["rows"], total, getattr(exc, "exit_code", 130), resumable=progress["rows"] > 0) from None
 
 
-def _fingerprint(args: argparse.Namespace, src: Path, parquet_out: bool) -> dict[str, Any]:
+def _fingerprint(job: FileJob, src: Path, parquet_out: bool) -> dict[str, Any]:
     """What a resumed run must share with the run it continues: input file, checkpoint, every
     option, chunk size, output format and version."""
-    from llmco2 import __version__
     from llmco2.analytic.request_files import CHUNK_ROWS
-    from llmco2.models.predict import _checkpoint
+    from llmco2.prediction.loading import checkpoint_path
     from llmco2.resumable_output import file_identity
+    from llmco2.version import __version__
 
-    options = {k: v for k, v in sorted(vars(args).items())
-               if k not in ("verbose", "out") and (v is None or isinstance(v, (str, int, float, bool)))}
-    return {"input": file_identity(src), "checkpoint": file_identity(_checkpoint(args.checkpoint)), "options": options,
+    options = job.fingerprint_options()
+    return {"input": file_identity(src), "checkpoint": file_identity(checkpoint_path(job.options.checkpoint)), "options": options,
             "chunk_rows": CHUNK_ROWS, "parquet": parquet_out, "llmco2": __version__}
 
 
@@ -120,46 +120,46 @@ def _ipc_to_parquet(partial: Path, fh: Any) -> None:
         writer.close()
 
 
-def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: dict[str, int]) -> int:
+def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
     import pyarrow.csv as pa_csv
 
     from llmco2.analytic.request_files import count_rows, iter_request_chunks
     from llmco2.carbon.assumptions import resolve_assumptions
-    from llmco2.models.inference import load_inference  # noqa: F401 - the model code is start-up, not prediction
-    from llmco2.models.predict import load_predictor
+    from llmco2.prediction.inference import load_inference  # noqa: F401 - the model code is start-up, not prediction
+    from llmco2.prediction.loading import load_predictor
     from llmco2.resumable_output import ResumableOutput
     from llmco2.specs import get_engine
 
-    if not args.out:
-        raise InvalidInputError("--requests needs --out FILE.csv for the predictions", field="--out")
-    src = check_input_file(args.requests, "--requests")
-    out = check_output_path(args.out)
+    if not job.out:
+        raise InvalidInputError("--requests needs --out FILE.csv for the predictions", field="out")
+    src = check_input_file(job.requests, "requests")
+    out = check_output_path(job.out, "out")
     if out.resolve() == src.resolve():
-        raise InvalidInputError(f"cannot write {out}: it is the --requests file; give another --out", field="--out")
-    engine = get_engine(args.engine).id
+        raise InvalidInputError(f"cannot write {out}: it is the --requests file; give another --out", field="out")
+    engine = get_engine(job.options.engine).id
     start = time.perf_counter()
-    predictor = load_predictor(args.checkpoint)
-    chunks = iter_request_chunks(src, defaults=args)
+    predictor = load_predictor(job.options.checkpoint)
+    chunks = iter_request_chunks(src, defaults=job.options.row_defaults())
     first = next(chunks)  # header and first rows checked before anything is written
     keep = kept_columns(src, first.header)
     names = [first.header[i] for i in keep]
-    gpus = first.table.gpus if _first_chunk_gpus_suffice(first.table.gpus, len(first.table), options) else file_gpus(src)
-    assume = resolve_assumptions(gpus, **options, engine=engine)
+    gpus = first.table.gpus if first_chunk_gpus_suffice(first.table.gpus, len(first.table), job) else file_gpus(src)
+    assume = resolve_assumptions(gpus, **job.assumptions.annual(), engine=engine)
     hourly = None
-    if getattr(args, "intensity_file", None):  # every row's hour checked before anything is written
+    if job.assumptions.intensity is not None:  # every row's hour checked before anything is written
         from llmco2.carbon.hourly_files import request_file_hours
 
-        hourly = request_file_hours(src, args.intensity_file, args.region)
+        hourly = request_file_hours(src, job.assumptions.intensity, job.assumptions.region)
         assume["grid"] = hourly.grid
-    elif getattr(args, "carbon_intensity", None) is None:  # a region column: each row at its own region
+    elif job.assumptions.carbon_intensity is None:  # a region column: each row at its own region
         from llmco2.carbon.region_rows import request_file_regions
 
-        hourly = request_file_regions(src, list(first.header), args.region)
+        hourly = request_file_regions(src, list(first.header), job.assumptions.region)
         if hourly is not None:
             assume["grid"] = hourly.grid
     total = count_rows(src) if sys.stderr.isatty() else None
     parquet_out = out.suffix.lower() in (".parquet", ".pq")
-    output = ResumableOutput(out, _fingerprint(args, src, parquet_out)).open()
+    output = ResumableOutput(out, _fingerprint(job, src, parquet_out)).open()
     resumed = progress["rows"] = output.rows
     try:
         with progress_bar(total) as advance, rare_collections():
@@ -193,7 +193,7 @@ def _predict_file(args: argparse.Namespace, options: dict[str, Any], progress: d
                 chunk = next(chunks, None)
             if index < output.chunks:
                 raise InvalidInputError(f"{src} has fewer rows than the interrupted run committed; delete "
-                                        f"{output.manifest_path} to start afresh", field="--requests")
+                                        f"{output.manifest_path} to start afresh", field="requests")
         output.finish(_ipc_to_parquet if parquet_out else None)
     except KeyboardInterrupt:
         output.keep()

@@ -1,6 +1,6 @@
 """Energy targets: the learned log-ratio to a physics prior per phase.
 
-The prior comes from :class:`llmco2.models.physics.PhysicsPrior` (launch-overhead-aware latency x
+The prior comes from :class:`llmco2.physics.priors.PhysicsPrior` (launch-overhead-aware latency x
 power between idle and the power limit); :func:`physics_prior_j` is the earlier prior, the energy
 the GPUs would draw at their TDP for the roofline time, ``time_at_roofline x TDP x num_gpus`` (J),
 kept for comparisons (``TrainConfig.prior="tdp"``). The regressor learns

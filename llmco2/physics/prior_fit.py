@@ -1,4 +1,4 @@
-"""Fit the physics prior (:class:`llmco2.models.physics.PhysicsPrior`) on training rows.
+"""Fit the physics prior (:class:`llmco2.physics.priors.PhysicsPrior`) on training rows.
 
 1. Latency: the roofline efficiency per phase of each device with at least
    :data:`MIN_DEVICE_ROWS` latency rows (each group, data-centre or edge, gets the median of its
@@ -11,7 +11,7 @@
    Engines without rows keep the catalog priors; ``unknown`` takes the median of the fitted engines.
    The latency of one tensor-parallel all-reduce is fitted too (one value for every GPU and engine)
    where at least :data:`MIN_ENGINE_ROWS` latency rows run on more than one GPU, else it keeps its
-   sourced prior (:data:`llmco2.models.physics.COLLECTIVE_LATENCY_US`).
+   sourced prior (:data:`llmco2.physics.priors.COLLECTIVE_LATENCY_US`).
 2. Power: the activity per phase (the utilisation at full roofline load), on a grid, minimising the
    same weighted error of the energy prior against measured energy.
 """
@@ -26,8 +26,8 @@ import pandas as pd
 from numpy.typing import NDArray
 from scipy.optimize import minimize
 
-from llmco2.models.dataset import EnergyData, energy_data
-from llmco2.models.physics import PhaseInputs, PhysicsPrior, row_values
+from llmco2.data.dataset import EnergyData, energy_data
+from llmco2.physics.priors import PhaseInputs, PhysicsPrior, row_values
 from llmco2.specs import UNKNOWN_ENGINE
 
 log = logging.getLogger(__name__)

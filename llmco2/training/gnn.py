@@ -2,7 +2,7 @@
 global features concatenated, two linear layers predicting prefill and decode energy.
 
 The network predicts, per phase, the log-ratio of energy to a physics prior (see
-:mod:`llmco2.models.targets`), in standardised units; :class:`EnergyTarget` turns it back into
+:mod:`llmco2.prediction.targets`), in standardised units; :class:`EnergyTarget` turns it back into
 joules.
 """
 

@@ -1,14 +1,14 @@
 """The step physics as the network's prior for data-centre GPUs (NumPy only).
 
 A request is one prefill step and ``generated - 1`` decode steps. Each phase's latency and energy
-follow from :func:`llmco2.models.step_physics.step_cost` on the phase's per-step work (the decode
+follow from :func:`llmco2.physics.step_physics.step_cost` on the phase's per-step work (the decode
 phase's work averaged over its steps), with the constants fitted jointly on isolated batch runs and
-serving measurements (:mod:`llmco2.models.step_fit`). The hardware enters only through the GPU's
+serving measurements (:mod:`llmco2.physics.step_fit`). The hardware enters only through the GPU's
 catalog numbers, so an unseen data-centre GPU gets its prior from the same formulas as a measured
 one, never from a median of fitted per-GPU constants.
 
 Edge modules and SoCs (Jetson, RK3588: LPDDR memory, NPUs, eager frameworks) are far from the
-data-centre constants; their rows keep the per-device prior of :class:`llmco2.models.physics.PhysicsPrior`.
+data-centre constants; their rows keep the per-device prior of :class:`llmco2.physics.priors.PhysicsPrior`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import LayerAnalysis
 from llmco2.errors import InvalidInputError
-from llmco2.models.physics import PHASE_NAMES, PhaseInputs
-from llmco2.models.step_physics import StepParams, shapes_of, step_cost
+from llmco2.physics.priors import PHASE_NAMES, PhaseInputs
+from llmco2.physics.step_physics import StepParams, shapes_of, step_cost
 
 Array = NDArray[np.float64]
 #: Device group whose rows take the step physics as their prior.

@@ -1,4 +1,4 @@
-"""Baseline predictors, all behind the interface of :class:`llmco2.models.train.GNNPredictor`
+"""Baseline predictors, all behind the interface of :class:`llmco2.training.train.GNNPredictor`
 (``fit(train, val)``, ``predict_rows(data)``, ``save``/``load``):
 
 * ``llmcarbon`` — equation-based, as LLMCarbon does: ``E = FLOPs / (peak x efficiency) x power``
@@ -24,9 +24,9 @@ from numpy.typing import NDArray
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
 
 from llmco2.analytic.layer import KERNEL_NAMES
+from llmco2.data.dataset import EnergyData
 from llmco2.errors import InvalidInputError
 from llmco2.graph.features import global_feature_matrix
-from llmco2.models.dataset import EnergyData
 
 PHASES3 = ("prefill", "decode", "total")
 
@@ -183,7 +183,7 @@ class RooflineTDPPredictor(_SklearnPredictor):
         self.model = {"efficiency": 1.0}
 
     def predict_rows(self, data: EnergyData) -> NDArray[np.float64]:
-        from llmco2.models.physics import PhaseInputs, PhysicsPrior, row_values
+        from llmco2.physics.priors import PhaseInputs, PhysicsPrior, row_values
 
         if self.model is None:
             raise InvalidInputError("the predictor is not trained", field="checkpoint")

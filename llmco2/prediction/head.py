@@ -1,13 +1,13 @@
 """Everything of a trained predictor that is not the network, without torch or pandas.
 
-The network (:class:`llmco2.models.gnn.LLMCO2Net`) maps the graphs of ``n`` requests to ``z``
+The network (:class:`llmco2.training.gnn.LLMCO2Net`) maps the graphs of ``n`` requests to ``z``
 ``[n, 2]``: the standardised log-ratio of prefill and decode energy to the physics prior.
 :meth:`OutputHead.finish` turns ``z`` into joules, seconds and intervals:
 
-1. the physics prior and latency per phase (:class:`llmco2.models.physics.PhysicsPrior`; for
-   data-centre GPUs the step physics of :class:`llmco2.models.step_prior.StepPrior` where the
+1. the physics prior and latency per phase (:class:`llmco2.physics.priors.PhysicsPrior`; for
+   data-centre GPUs the step physics of :class:`llmco2.physics.step_prior.StepPrior` where the
    checkpoint carries it),
-2. energy = prior x exp(clamped, de-standardised ``z``) (:class:`llmco2.models.targets.EnergyTarget`),
+2. energy = prior x exp(clamped, de-standardised ``z``) (:class:`llmco2.prediction.targets.EnergyTarget`),
 3. one consistent (energy, latency) pair: the latency is held within [energy / (GPUs x power
    limit), energy / (GPUs x idle power)], so the average power lies between idle and the power
    limit of the GPUs (the energy, which is what the network learned, is not changed),
@@ -31,11 +31,11 @@ from numpy.typing import NDArray
 from llmco2.analytic.layer import LayerAnalysis
 from llmco2.analytic.model import ModelTotals
 from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
-from llmco2.models.intervals import IntervalCalibration
-from llmco2.models.physics import Item, PhaseInputs, PhysicsPrior, cached_engine_id, gpu_engine_codes
-from llmco2.models.physics import device_group as gpu_group
-from llmco2.models.step_prior import StepPrior
-from llmco2.models.targets import MIN_PRIOR_J, EnergyTarget
+from llmco2.physics.priors import Item, PhaseInputs, PhysicsPrior, cached_engine_id, gpu_engine_codes
+from llmco2.physics.priors import device_group as gpu_group
+from llmco2.physics.step_prior import StepPrior
+from llmco2.prediction.intervals import IntervalCalibration
+from llmco2.prediction.targets import MIN_PRIOR_J, EnergyTarget
 from llmco2.specs import UNKNOWN_ENGINE, ModelArch, engine_level_index, engine_levels
 from llmco2.specs.families import architecture_family, catalog_families
 

@@ -2,8 +2,8 @@
 
 The files (a folder's ``.csv``/``.parquet`` files, a glob, or one file) are checked here first:
 their headers, and their rows counted (which also refuses a malformed CSV with its line). Each file
-is cut into partitions (:mod:`llmco2.cli.cluster_parts`); every partition is predicted on a worker
-by the same code as a single-process run (:func:`llmco2.cli.predict_file.prediction_batch`, on the
+is cut into partitions (:mod:`llmco2.api.cluster_parts`); every partition is predicted on a worker
+by the same code as a single-process run (:func:`llmco2.api.files.prediction_batch`, on the
 same chunks of the file), so the numbers are the same, and written as one Parquet part. Parts that
 exist are skipped, so a run stopped at any point resumes; bad input removes what the run wrote.
 
@@ -14,7 +14,6 @@ see the input files and the output folder under the same paths (a shared file sy
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import re
@@ -28,7 +27,8 @@ from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
-from llmco2.cli.cluster_parts import PARTITION_ROWS, Part
+from llmco2.api.cluster_parts import PARTITION_ROWS, Part
+from llmco2.api.options import FileJob
 from llmco2.errors import Interrupted, InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -39,17 +39,8 @@ CONNECT_TIMEOUT_S = 5.0
 SUFFIXES = (".csv", ".parquet", ".pq")
 _GLOB = re.compile(r"[*?\[]")
 _LOCK_NAME = ".llmco2.lock"
-
-
-def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
-    """``--cluster``, ``--workers`` and ``--partition-rows`` of ``llmco2 predict``."""
-    p.add_argument("--cluster", default=None, metavar="local|ADDRESS",
-                   help="with --requests GLOB_OR_DIR --out FOLDER: predict on Dask, 'local' (worker processes on this "
-                        "machine) or a scheduler address (tcp://host:8786); one Parquet part per partition, a rerun resumes")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="with --cluster local: worker processes (default: CPUs, at most 4)")
-    p.add_argument("--partition-rows", type=int, default=None, metavar="N",
-                   help=f"with --cluster: rows per partition and part, a multiple of 16,384 (default {PARTITION_ROWS:,})")
+#: How the messages name the cluster options (the command line's words).
+FLAG_WORDS = {"workers": "--workers", "partition_rows": "--partition-rows"}
 
 
 def names_many_files(requests: str) -> bool:
@@ -74,49 +65,49 @@ def machine_memory_bytes() -> float | None:
         return None
 
 
-def check_cluster_options(args: argparse.Namespace) -> None:
-    """The options that go with ``--cluster`` (and those that need it)."""
-    cluster = getattr(args, "cluster", None)
+def check_cluster_options(job: FileJob) -> None:
+    """The options that go with a cluster (and those that need one)."""
+    cluster, workers, partition_rows = job.cluster.address, job.cluster.workers, job.cluster.partition_rows
     if cluster is None:
-        given = [f for f, d in (("--workers", "workers"), ("--partition-rows", "partition_rows")) if getattr(args, d, None)
-                 is not None]
+        given = [f for f, v in (("workers", workers), ("partition_rows", partition_rows)) if v is not None]
         if given:
-            raise InvalidInputError(f"{', '.join(given)} only apply with --cluster local|ADDRESS", field=given[0])
-        if names_many_files(args.requests):
-            what = "is a directory" if Path(args.requests).is_dir() else "is a glob"
-            raise InvalidInputError(f"{args.requests!r} {what}; give one file, or predict many with --cluster local (or "
-                                    "a scheduler address) and --out FOLDER", field="--requests")
+            raise InvalidInputError(f"{', '.join(FLAG_WORDS[g] for g in given)} only apply with --cluster local|ADDRESS",
+                                    field=given[0])
+        if names_many_files(job.requests):
+            what = "is a directory" if Path(job.requests).is_dir() else "is a glob"
+            raise InvalidInputError(f"{job.requests!r} {what}; give one file, or predict many with --cluster local (or "
+                                    "a scheduler address) and --out FOLDER", field="requests")
         return
-    if getattr(args, "intensity_file", None):
+    if job.assumptions.intensity is not None:
         raise InvalidInputError("hourly intensities are applied by single-process runs only: run predict --requests FILE "
                                 "--intensity-file CSV per file, or drop --intensity-file to use --region's annual average",
-                                field="--intensity-file")
-    if args.workers is not None and cluster != "local":
-        raise InvalidInputError("only applies with --cluster local (a running cluster has its own workers)", field="--workers")
-    if args.workers is not None and not 1 <= args.workers <= 1024:
-        raise InvalidInputError(f"must be from 1 to 1,024, got {args.workers}", field="--workers")
-    if args.workers is not None:
+                                field="intensity")
+    if workers is not None and cluster != "local":
+        raise InvalidInputError("only applies with --cluster local (a running cluster has its own workers)", field="workers")
+    if workers is not None and not 1 <= workers <= 1024:
+        raise InvalidInputError(f"must be from 1 to 1,024, got {workers}", field="workers")
+    if workers is not None:
         memory = machine_memory_bytes()
         most = max(1, int(memory * MEMORY_SHARE // WORKER_BYTES)) if memory else 1024
-        if args.workers > most:
-            raise InvalidInputError(f"{args.workers} local workers need about {args.workers * WORKER_BYTES / 1e9:,.0f} GB "
+        if workers > most:
+            raise InvalidInputError(f"{workers} local workers need about {workers * WORKER_BYTES / 1e9:,.0f} GB "
                                     f"({WORKER_BYTES / 1e6:.0f} MB each), more than this machine's {memory / 1e9:,.0f} GB "
-                                    f"allows; use at most {most}", field="--workers")
-    if args.partition_rows is not None:
+                                    f"allows; use at most {most}", field="workers")
+    if partition_rows is not None:
         from llmco2.analytic.request_files import CHUNK_ROWS
 
-        n = args.partition_rows
+        n = partition_rows
         if not (n > 0 and n % CHUNK_ROWS == 0 and n <= 1 << 30):
             raise InvalidInputError(f"must be a multiple of {CHUNK_ROWS:,} (the chunk size, so that a part holds the "
-                                    f"chunks of a single-process run), got {n:,}", field="--partition-rows")
-    if not args.out:
-        raise InvalidInputError("--cluster needs --out FOLDER for the Parquet parts", field="--out")
-    out = Path(args.out)
+                                    f"chunks of a single-process run), got {n:,}", field="partition_rows")
+    if not job.out:
+        raise InvalidInputError("--cluster needs --out FOLDER for the Parquet parts", field="out")
+    out = Path(job.out)
     if out.exists() and not out.is_dir():
-        raise InvalidInputError(f"cannot write parts in {out}: it is a file; with --cluster give a folder", field="--out")
+        raise InvalidInputError(f"cannot write parts in {out}: it is a file; with --cluster give a folder", field="out")
     if not out.exists() and out.suffix.lower() in (".csv", ".parquet", ".pq"):
         raise InvalidInputError(f"with --cluster, --out is a folder of Parquet parts, not a {out.suffix} file; give a "
-                                f"folder name such as {out.with_suffix('')}", field="--out")
+                                f"folder name such as {out.with_suffix('')}", field="out")
 
 
 def input_files(spec: str) -> list[Path]:
@@ -134,11 +125,11 @@ def input_files(spec: str) -> list[Path]:
         found = [Path(f) for f in glob.glob(spec)]
         what = f"no files match {spec!r}"
     else:
-        return [check_input_file(p, "--requests")]
+        return [check_input_file(p, "requests")]
     files = sorted({f.resolve(): f for f in found if f.is_file()}.values(), key=lambda f: str(f))
     if not files:
         raise InvalidInputError(f"{what}; give a folder of request files, a glob such as 'logs/*.csv' (quoted) or a file",
-                                field="--requests")
+                                field="requests")
     return files
 
 
@@ -147,7 +138,7 @@ def _out_folder(spec: str, files: list[Path]) -> Path:
 
     out = check_output_folder(spec)
     if any(f.resolve().parent == out.resolve() for f in files):
-        raise InvalidInputError(f"{out} holds --requests files; give another folder for the parts", field="--out")
+        raise InvalidInputError(f"{out} holds --requests files; give another folder for the parts", field="out")
     return out
 
 
@@ -165,7 +156,7 @@ def _locked(out: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             raise InvalidInputError(f"another llmco2 run is writing {out}; wait for it or give another --out",
-                                    field="--out") from None
+                                    field="out") from None
         yield
     finally:
         os.close(fd)
@@ -194,7 +185,7 @@ def dask_client(cluster: str, workers: int | None, verbose: bool = False) -> Ite
         from distributed import Client, LocalCluster
     except ImportError:
         raise InvalidInputError("needs Dask: pip install 'llmco2[cluster]' (or pip install 'dask[distributed]')",
-                                field="--cluster") from None
+                                field="cluster") from None
     quiet = logging.WARNING if verbose else logging.CRITICAL  # a failed part is reported once, by the client
     for name in ("distributed", "tornado"):
         logging.getLogger(name).setLevel(quiet)
@@ -214,7 +205,7 @@ def dask_client(cluster: str, workers: int | None, verbose: bool = False) -> Ite
         except (OSError, TimeoutError, ValueError, TypeError) as exc:
             reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
             raise InvalidInputError(f"cannot reach a Dask scheduler at {cluster!r} within {CONNECT_TIMEOUT_S:g} s ({reason}); "
-                                    "give its address (tcp://HOST:8786) or 'local'", field="--cluster") from None
+                                    "give its address (tcp://HOST:8786) or 'local'", field="cluster") from None
     try:
         yield client
     finally:
@@ -223,51 +214,52 @@ def dask_client(cluster: str, workers: int | None, verbose: bool = False) -> Ite
             local.close()
 
 
-def predict_cluster(args: argparse.Namespace, options: dict[str, Any]) -> int:
-    """Predict every request of the files ``args.requests`` names into Parquet parts in
-    ``args.out`` on the Dask cluster ``args.cluster``; summary line on stderr."""
-    from llmco2.cli.prediction_chunks import terminate_as_interrupt
+def predict_cluster(job: FileJob) -> int:
+    """Predict every request of the files ``job.requests`` names into Parquet parts in
+    ``job.out`` on the Dask cluster ``job.cluster.address``; summary line on stderr."""
+    from llmco2.api.chunks import terminate_as_interrupt
 
     progress = {"rows": 0, "total": 0}
     try:
         with terminate_as_interrupt():
-            return _predict_cluster(args, options, progress)
+            return _predict_cluster(job, progress)
     except KeyboardInterrupt as exc:
         raise Interrupted(progress["rows"], progress["total"] or None, getattr(exc, "exit_code", 130),
                           resumable=progress["rows"] > 0) from None
 
 
-def _file_setup(src: Path, args: argparse.Namespace, options: dict[str, Any], engine: str) -> tuple[int, list[int], dict]:
+def _file_setup(src: Path, job: FileJob, engine: str) -> tuple[int, list[int], dict]:
     """``(rows, kept input columns, assumptions)`` of one input file, as a single-process run has them."""
     from llmco2.analytic.request_files import request_header, request_rows
+    from llmco2.api.chunks import file_gpus, kept_columns
     from llmco2.carbon.assumptions import resolve_assumptions
-    from llmco2.cli.prediction_chunks import file_gpus, kept_columns
 
     header = request_header(src)
     rows = request_rows(src, header)
     if not rows:
-        raise InvalidInputError(f"{src} has a header but no requests", field="--requests")
-    return rows, kept_columns(src, header), resolve_assumptions(file_gpus(src), **options, engine=engine)
+        raise InvalidInputError(f"{src} has a header but no requests", field="requests")
+    return rows, kept_columns(src, header), resolve_assumptions(file_gpus(src), **job.assumptions.annual(), engine=engine)
 
 
-def _predict_cluster(args: argparse.Namespace, options: dict[str, Any], progress: dict[str, int]) -> int:
+def _predict_cluster(job: FileJob, progress: dict[str, int]) -> int:
     from llmco2.analytic.request_files import CHUNK_ROWS
-    from llmco2.cli import cluster_parts as cp
-    from llmco2.cli.prediction_chunks import progress_bar
-    from llmco2.models.predict import load_predictor
+    from llmco2.api import cluster_parts as cp
+    from llmco2.api.chunks import progress_bar
+    from llmco2.prediction.loading import load_predictor
     from llmco2.specs import get_engine
 
     start = time.perf_counter()
-    check_cluster_options(args)
-    files = input_files(args.requests)
-    out = _out_folder(args.out, files)
-    engine = get_engine(args.engine).id
-    load_predictor(args.checkpoint)  # a bad checkpoint is refused before any worker starts
-    partition_rows = args.partition_rows or PARTITION_ROWS
+    check_cluster_options(job)
+    files = input_files(job.requests)
+    assert job.out is not None  # checked above
+    out = _out_folder(job.out, files)
+    engine = get_engine(job.options.engine).id
+    load_predictor(job.options.checkpoint)  # a bad checkpoint is refused before any worker starts
+    partition_rows = job.cluster.partition_rows or PARTITION_ROWS
     chunk_rows = CHUNK_ROWS
-    setup = {src: _file_setup(src, args, options, engine) for src in files}
+    setup = {src: _file_setup(src, job, engine) for src in files}
     parts = cp.plan_parts([(src, s[0]) for src, s in setup.items()], partition_rows)
-    fp = cp.fingerprint(args, [(src, s[0]) for src, s in setup.items()], partition_rows, chunk_rows)
+    fp = cp.fingerprint(job, [(src, s[0]) for src, s in setup.items()], partition_rows, chunk_rows)
     total = progress["total"] = sum(p.rows for p in parts)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -280,7 +272,7 @@ def _predict_cluster(args: argparse.Namespace, options: dict[str, Any], progress
             if resumed and done_before:
                 log.info("resuming %s: %d of %d parts complete", out, len(parts) - len(todo), len(parts))
             # the cluster is reached before anything is written
-            with dask_client(args.cluster, args.workers, args.verbose) if todo else nullcontext() as client:
+            with dask_client(job.cluster.address, job.cluster.workers, job.cluster.verbose) if todo else nullcontext() as client:
                 if not resumed:
                     cp.write_manifest(out, fp, parts, finished=False)
                     owned["parts"] = True
@@ -288,7 +280,7 @@ def _predict_cluster(args: argparse.Namespace, options: dict[str, Any], progress
                     with progress_bar(total if sys.stderr.isatty() else None) as advance:
                         advance(done_before)
                         if todo:
-                            _run_parts(client, args, todo, out, setup, chunk_rows, progress, advance)
+                            _run_parts(client, job, todo, out, setup, chunk_rows, progress, advance)
                 except InvalidInputError:
                     (out / cp.MANIFEST_NAME).unlink(missing_ok=True)  # parts still running are not published
                     raise
@@ -312,7 +304,7 @@ def _discarded_on_bad_input(out: Path, parts: list[Part]) -> Iterator[dict[str, 
     """The parts in ``out`` are removed after bad input (a rerun cannot get past it), once the
     cluster is closed, when they belong to this run's plan (the caller sets ``parts`` in the dict
     yielded once the manifest is its own) and the manifest is gone (see :func:`_run_parts`)."""
-    from llmco2.cli import cluster_parts as cp
+    from llmco2.api import cluster_parts as cp
 
     owned = {"parts": False}
     try:
@@ -323,19 +315,19 @@ def _discarded_on_bad_input(out: Path, parts: list[Part]) -> Iterator[dict[str, 
         raise
 
 
-def _run_parts(client: Any, args: argparse.Namespace, todo: list[Part], out: Path, setup: dict[Path, tuple[int, list[int], dict]],
+def _run_parts(client: Any, job: FileJob, todo: list[Part], out: Path, setup: dict[Path, tuple[int, list[int], dict]],
                chunk_rows: int, progress: dict[str, int], advance: Any) -> None:
     """Submit every part of ``todo`` to the cluster and wait for them, advancing the progress."""
     from distributed import as_completed
 
-    from llmco2.cli.cluster_parts import predict_part
+    from llmco2.api.cluster_parts import predict_part
 
     futures = []
     run = uuid.uuid4().hex[:8]  # keys unique to this run on a scheduler that outlives it
     by_src = {str(src.resolve()): s for src, s in setup.items()}
     for part in todo:
         _, keep, assume = by_src[part.src]
-        futures.append(client.submit(predict_part, part, str(out.resolve()), args, assume, keep, chunk_rows,
+        futures.append(client.submit(predict_part, part, str(out.resolve()), job, assume, keep, chunk_rows,
                                      key=f"llmco2-{run}-{part.name}", pure=False, retries=0))
     try:
         for future in as_completed(futures):

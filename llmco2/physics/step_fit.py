@@ -1,4 +1,4 @@
-"""Fit the constants of :mod:`llmco2.models.step_physics` on measurements (training side; SciPy).
+"""Fit the constants of :mod:`llmco2.physics.step_physics` on measurements (training side; SciPy).
 
 Every observation is a predicted quantity next to its measurement: J per output token, a latency
 (median inter-token latency, mean time per output token) or an average power, of a serving steady
@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import least_squares
 
-from llmco2.models.step_physics import EngineOverhead, StepParams
+from llmco2.physics.step_physics import EngineOverhead, StepParams
 
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]

@@ -1,0 +1,140 @@
+"""A table of requests: :func:`predict_frame` reads the columns of ``llmco2 predict --requests``
+from a pandas DataFrame or a pyarrow Table and adds the columns that command writes, with the
+same torch-free model and the same chunks.
+
+Units: energy in J, latency in s, carbon in g CO2eq.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llmco2.analytic.request_files import RowDefaults
+from llmco2.api.options import Assumptions, RequestOptions, with_fields
+from llmco2.api.single import hourly_of
+from llmco2.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from llmco2.carbon.hourly import HourlyIntensity
+
+log = logging.getLogger(__name__)
+
+
+def predict_frame(frame: Any, *, options: RequestOptions | None = None, assumptions: Assumptions | None = None,
+                  **fields: Any) -> Any:
+    """Predict every row of a request table and return it with the prediction columns added.
+
+    ``frame``: a pandas DataFrame or pyarrow Table with the columns of ``llmco2 predict
+    --requests`` (``model, gpu, batch_size, prompt_tokens, generated_tokens`` [, ``num_gpus,
+    tensor_parallel, dtype, flash_attention, engine, region``], and ``timestamp`` [, ``region``] with
+    ``intensity``). A ``region`` column charges each row at its own region's annual intensity (an
+    empty cell: ``region``). The result has the same type, the input columns (a column named like a
+    prediction column is replaced) and ``prefill_j, decode_j, total_j`` (J), their interval ends,
+    ``latency_s`` (s), ``operational_g, embodied_g, total_g`` (g CO2eq) and ``extrapolated``: the
+    numbers ``predict --requests`` writes for the same rows. ``options``
+    (:class:`~llmco2.api.options.RequestOptions`: ``engine``, ``dtype``, ``flash_attention``, ...)
+    apply to rows without those columns; ``assumptions``
+    (:class:`~llmco2.api.options.Assumptions`) say how energy becomes carbon; any field of either
+    record may also be given by name (``region="DE"``). Errors name rows by their line in a CSV of
+    the table (the header is line 1).
+    """
+    import pyarrow as pa
+
+    from llmco2.analytic.request_files import CHUNK_ROWS
+    from llmco2.api.chunks import PREDICTION_COLUMNS, prediction_arrays
+    from llmco2.carbon.assumptions import resolve_assumptions
+    from llmco2.carbon.footprint import predict_footprint
+    from llmco2.prediction.loading import load_predictor
+    from llmco2.specs import get_engine
+
+    opts, assumed = with_fields(options, assumptions, fields)
+    region, carbon_intensity, checkpoint = assumed.region, assumed.carbon_intensity, opts.checkpoint
+    table, to_pandas = _as_table(frame)
+    hourly = hourly_of(assumed.intensity, None, carbon_intensity)
+    defaults = replace(opts.row_defaults(), engine=get_engine(opts.engine).id)
+    requests = _parse(table, defaults, hourly is not None)
+    assume = resolve_assumptions(_distinct_gpus(requests), **assumed.annual(), engine=defaults.engine)
+    g = _frame_intensities(table, hourly, region) if hourly is not None else None
+    if g is None and carbon_intensity is None and "region" in table.column_names:  # each row at its own region
+        from llmco2.carbon.region_rows import row_intensities
+
+        g = row_intensities(table.column("region").to_pylist(), region)
+    predictor = load_predictor(checkpoint)
+    parts: list[list[Any]] = []
+    for lo in range(0, len(requests), CHUNK_ROWS):
+        part = requests.take(slice(lo, lo + CHUNK_ROWS))
+        fp = predict_footprint(part, predictor, assumptions=assume, chunk=max(len(part), 1))
+        if g is not None:
+            from llmco2.carbon.hourly import with_hourly_carbon
+
+            fp = with_hourly_carbon(fp, g[lo:lo + CHUNK_ROWS])
+        parts.append(prediction_arrays(fp))
+    keep = [n for n in table.column_names if n not in PREDICTION_COLUMNS]
+    columns = [table.column(n) for n in keep] + [pa.chunked_array([p[i] for p in parts]) for i in range(len(PREDICTION_COLUMNS))]
+    out = pa.Table.from_arrays(columns, names=[*keep, *PREDICTION_COLUMNS])
+    if not to_pandas:
+        return out
+    result = frame.drop(columns=[c for c in frame.columns if c in PREDICTION_COLUMNS]).copy()
+    for name in PREDICTION_COLUMNS:
+        result[name] = out.column(name).to_numpy(zero_copy_only=False)
+    return result
+
+
+def _as_table(frame: Any) -> tuple[Any, bool]:
+    """``(pyarrow Table of frame, whether frame is a pandas DataFrame)``."""
+    import pyarrow as pa
+
+    if isinstance(frame, pa.Table):
+        return frame, False
+    import pandas as pd
+
+    if isinstance(frame, pd.DataFrame):
+        if len(set(map(str, frame.columns))) != len(frame.columns):
+            raise InvalidInputError("a column appears more than once; keep one", field="frame")
+        return pa.Table.from_pandas(frame, preserve_index=False), True
+    raise InvalidInputError(f"must be a pandas DataFrame or a pyarrow Table, got {type(frame).__name__}", field="frame")
+
+
+def _parse(table: Any, defaults: RowDefaults, hourly: bool) -> Any:
+    """The validated :class:`~llmco2.analytic.table.RequestTable` of an Arrow table (cells as
+    text, as ``predict --requests`` reads them)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from llmco2.analytic.request_files import Resolver, check_header, parse_chunk
+
+    header = [str(n).strip() for n in table.column_names]
+    check_header(Path("frame"), header)
+    if hourly and "timestamp" not in header:
+        raise InvalidInputError("frame has no timestamp column; an hourly intensity needs each request's time "
+                                "(ISO 8601, UTC) in a timestamp column", field="intensity")
+    if not table.num_rows:
+        raise InvalidInputError("frame has a header but no requests", field="requests")
+    cols = []
+    for c in table.columns:
+        text = c if pa.types.is_string(c.type) else pc.cast(c, pa.string())
+        cols.append(pc.fill_null(text.combine_chunks(), pa.scalar("", pa.string())))
+    batch = pa.RecordBatch.from_arrays(cols, names=header)
+    lines = 2 + np.arange(table.num_rows, dtype=np.int64)
+    try:
+        return parse_chunk(header, batch, lines, Resolver(defaults), not defaults.ignore_context)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"frame, {exc}", field=None) from None
+
+
+def _distinct_gpus(requests: Any) -> list[Any]:
+    return list({g.id: g for g in requests.gpus}.values())
+
+
+def _frame_intensities(table: Any, hourly: HourlyIntensity, region: str | None) -> Any:
+    from llmco2.carbon.hourly import intensity_for
+
+    regions = table.column("region").to_pylist() if "region" in table.column_names else None
+    lines = 2 + np.arange(table.num_rows, dtype=np.int64)
+    return intensity_for(hourly, table.column("timestamp"), regions, region, lines, "frame")
+

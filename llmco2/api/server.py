@@ -1,0 +1,176 @@
+"""One request inside a continuously batched server (``llmco2 predict ... --serving``).
+
+The server (model, GPU type and count, engine, dtype) runs background traffic (lengths from an
+Azure trace, default ``conv``, or the request's own lengths with ``background="fixed"``) at the
+given load; the request (``batch_size`` copies of it) arrives in the middle of that traffic, and
+its share of every iteration it took part in is its energy. The record is that of
+``llmco2 predict --json`` (energy, latency, carbon) plus the server's aggregates under ``serving``.
+
+Example:
+    >>> from llmco2.api.server import ServedRequest, ServerLoad, serve_request
+    >>> r = serve_request(ServedRequest("llama3.1-8b", "h100", prompt_tokens=500, generated_tokens=100),
+    ...                   ServerLoad(concurrency=8, serving_requests=50))
+    >>> r["serving"]["load"]["concurrency"], r["energy_j"]["total"] > 0
+    (8, True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from llmco2.api.options import Assumptions, RequestOptions
+from llmco2.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from llmco2.specs import GPU, ModelArch
+
+BACKGROUNDS = ("conv", "code", "fixed")
+#: Lowest arrival rate a served request is simulated at (requests/s): one a day. Idle time between
+#: arrivals is charged to the requests, so a rate near zero would charge one request for years of idling.
+MIN_RATE = 1.0 / 86_400
+
+
+@dataclass(frozen=True)
+class ServedRequest:
+    """The request and the server it runs on: ``batch_size`` copies of (``prompt_tokens``,
+    ``generated_tokens``) on ``gpus`` x ``gpu`` serving ``model`` (tensor-parallel degree ``tp``)."""
+
+    model: str | ModelArch
+    gpu: str | GPU
+    prompt_tokens: int
+    generated_tokens: int
+    batch_size: int = 1
+    gpus: int = 1
+    tp: int | None = None
+
+
+@dataclass(frozen=True)
+class ServerLoad:
+    """The server's load and limits.
+
+    Attributes:
+        concurrency: closed loop, requests in the server at once; or
+        rate: open loop, Poisson arrivals (requests/s). Exactly one of the two.
+        background: lengths of the other requests: ``conv`` or ``code`` (Azure traces) or ``fixed``
+            (the request's own).
+        serving_requests: background requests simulated.
+        max_batch, max_batched_tokens, chunked_prefill: the scheduler's limits (vLLM's defaults).
+        seed: seed of the background lengths and arrivals.
+        calibration: with a checkpoint as the cost model, apply the shipped correction.
+    """
+
+    concurrency: int | None = None
+    rate: float | None = None
+    background: str = "conv"
+    serving_requests: int = 2000
+    max_batch: int = 256
+    max_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+    seed: int = 0
+    calibration: bool = True
+
+
+def check_load(request: ServedRequest, load: ServerLoad) -> None:
+    """The load and request a served prediction needs (one line naming the parameter when not)."""
+    if (load.concurrency is None) == (load.rate is None):
+        raise InvalidInputError("give exactly one load for --serving: --concurrency N or --rate R", field="serving")
+    if load.concurrency is not None and load.concurrency < 1:
+        raise InvalidInputError(f"must be >= 1, got {load.concurrency}", field="concurrency")
+    if load.rate is not None and not (math.isfinite(load.rate) and load.rate > 0):
+        raise InvalidInputError(f"must be a positive number of requests per second, got {load.rate}", field="rate")
+    if load.rate is not None and load.rate < MIN_RATE:
+        raise InvalidInputError(f"{load.rate:g} requests/s is below {MIN_RATE:g} (one request a day): the server would idle for "
+                                f"{1 / load.rate:.3g} s between requests and charge that idle energy to them", field="rate")
+    if load.serving_requests < 1:
+        raise InvalidInputError(f"must be >= 1, got {load.serving_requests}", field="serving_requests")
+    if load.background not in BACKGROUNDS:
+        raise InvalidInputError(f"must be one of {', '.join(BACKGROUNDS)}, got {load.background!r}", field="background")
+    for name in ("prompt_tokens", "generated_tokens"):
+        if getattr(request, name) < 1:
+            raise InvalidInputError(f"must be >= 1, got {getattr(request, name)}", field=name)
+    if request.batch_size < 1:
+        raise InvalidInputError(f"must be >= 1, got {request.batch_size}", field="batch_size")
+
+
+def serving_workload(request: ServedRequest, load: ServerLoad) -> tuple[Any, np.ndarray]:
+    """Background traffic with the request's copies inserted halfway; (workload, indices of the copies)."""
+    import numpy as np
+
+    from llmco2.serving.workload import Workload, poisson_arrivals, trace_lengths
+
+    n, copies = load.serving_requests, request.batch_size
+    if load.background == "fixed":
+        prompt, output = np.full(n, request.prompt_tokens), np.full(n, request.generated_tokens)
+    else:
+        prompt, output, _ = trace_lengths(load.background, n, load.seed)
+    at = n // 2
+    prompt = np.insert(prompt, at, np.full(copies, request.prompt_tokens))
+    output = np.insert(output, at, np.full(copies, request.generated_tokens))
+    mine = np.arange(at, at + copies)
+    if load.concurrency is not None:
+        return Workload(prompt, output, None, load.concurrency, f"{load.background} background, closed loop of "
+                                                                f"{load.concurrency}"), mine
+    assert load.rate is not None  # check_load
+    arrivals = poisson_arrivals(len(prompt), load.rate, load.seed)
+    arrivals[mine] = arrivals[at]  # the copies arrive together
+    return Workload(prompt, output, np.maximum.accumulate(arrivals), None,
+                    f"{load.background} background, Poisson {load.rate:g} req/s"), mine
+
+
+def serve_request(request: ServedRequest, load: ServerLoad, options: RequestOptions | None = None,
+                  assumptions: Assumptions | None = None) -> dict[str, Any]:
+    """The record of ``llmco2 predict --serving --json``: the request's energy (J), latency (s)
+    and carbon (g CO2eq) inside the loaded server, and the server's aggregates."""
+    from llmco2.prediction.loading import load_predictor
+    from llmco2.serving.api import serve, server_setup
+
+    opts, assume = options or RequestOptions(dtype="bf16"), assumptions or Assumptions()
+    check_load(request, load)
+    server_setup(request.model, request.gpu, request.gpus, request.tp, opts.engine, opts.dtype)  # bad input before loading
+    workload, mine = serving_workload(request, load)
+    calibration = None
+    if opts.checkpoint and load.calibration:
+        from llmco2.serving.calibration import shipped_calibration
+
+        calibration = shipped_calibration()  # applied only where it belongs to the given checkpoint
+    result = serve(request.model, request.gpu, workload, num_gpus=request.gpus, tp=request.tp, engine=opts.engine,
+                   dtype=opts.dtype, max_batch=load.max_batch, max_batched_tokens=load.max_batched_tokens,
+                   chunked_prefill=load.chunked_prefill,
+                   predictor=load_predictor(opts.checkpoint) if opts.checkpoint else None, region_id=assume.region,
+                   carbon_intensity=assume.carbon_intensity, pue_value=assume.pue_value(),
+                   lifetime_years=assume.lifetime_years, calibration=calibration)
+    record = _record(request, load, result.requests.iloc[mine], result)
+    e, c = record["energy_j"], record["carbon_g"]  # the flat keys of ``llmco2 predict --json`` too
+    return {**record, "prefill": e["prefill"], "decode": e["decode"], "total": e["total"],
+            "operational": c["operational"], "embodied": c["embodied"]}
+
+
+def _record(request: ServedRequest, load: ServerLoad, rows: Any, result: Any) -> dict[str, Any]:
+    s = result.summary
+    emb = rows["embodied_g"]
+    ttft, e2e = float(rows["ttft_s"].max()), float(rows["e2e_s"].max())
+    server = result.assumptions["server"]
+    return {
+        "model": server["model"], "gpu": server["gpu"], "num_gpus": server["num_gpus"], "engine": server["engine"],
+        "batch_size": request.batch_size, "prompt_tokens": request.prompt_tokens,
+        "generated_tokens": request.generated_tokens,
+        "energy_j": {"prefill": float(rows["prefill_j"].sum()), "decode": float(rows["decode_j"].sum()),
+                     "total": float(rows["energy_j"].sum())},
+        "latency_s": {"prefill": ttft, "decode": e2e - ttft, "total": e2e, "ttft": ttft,
+                      "tpot": None if request.generated_tokens < 2 else float(rows["tpot_s"].mean())},
+        "carbon_g": {"operational": float(rows["operational_g"].sum()),
+                     "embodied": None if emb.isna().any() else float(emb.sum()), "total": float(rows["total_g"].sum())},
+        "serving": {"load": {"concurrency": load.concurrency, "rate_per_s": load.rate},
+                    "workload": result.assumptions["workload"],
+                    **{k: s[k] for k in ("requests", "j_per_output_token", "j_per_output_token_interval", "gpu_utilisation", "average_power_w",
+                                         "mean_batch", "makespan_s", "preemptions", "ttft_s", "tpot_s")},
+                    "limits": {k: server[k] for k in ("max_batch", "max_batched_tokens", "chunked_prefill",
+                                                      "kv_capacity_tokens")},
+                    "idle_w": server["idle_w"], "idle_source": server["idle_source"], "calibration": server["calibration"],
+                    "cost_model": server["cost_model"], "interval": server["interval"]},
+        "assumptions": {k: v for k, v in result.assumptions.items() if k not in ("server", "workload")},
+    }

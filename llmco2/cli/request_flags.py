@@ -1,0 +1,20 @@
+"""The option records of :mod:`llmco2.api.options` from ``llmco2 predict``'s flags."""
+
+from __future__ import annotations
+
+import argparse
+
+from llmco2.api.options import Assumptions, RequestOptions
+
+
+def request_options(args: argparse.Namespace) -> RequestOptions:
+    """The request options of ``llmco2 predict``'s flags."""
+    return RequestOptions(engine=args.engine, dtype=args.dtype, act_dtype=args.act_dtype, kv_dtype=args.kv_dtype,
+                          flash_attention=args.flash_attention, causal=args.causal, ignore_context=args.ignore_context,
+                          approximate=args.approximate, checkpoint=args.checkpoint)
+
+
+def assumptions(args: argparse.Namespace) -> Assumptions:
+    """The carbon assumptions of ``llmco2 predict``'s flags."""
+    return Assumptions(region=args.region, carbon_intensity=args.carbon_intensity, pue=args.pue,
+                       lifetime_years=args.lifetime_years, intensity=args.intensity_file, timestamp=args.timestamp)

@@ -1,1 +1,0 @@
-"""Predictors: the LLMCO2 GraphSAGE regressor, baselines, training, metrics and checkpoints."""
