@@ -15,17 +15,18 @@ from llmco2.version import __version__
 _LAZY = {
     "predict": "llmco2.api.single", "predict_frame": "llmco2.api.frames", "Prediction": "llmco2.api.single",
     "predict_file": "llmco2.api.files", "RequestOptions": "llmco2.api.options", "Assumptions": "llmco2.api.options",
-    "ClusterOptions": "llmco2.api.options", "FileJob": "llmco2.api.options",
+    "ClusterOptions": "llmco2.api.options", "FileJob": "llmco2.api.options", "compare": "llmco2.api.compare",
     "serve": "llmco2.serving.api", "ServingResult": "llmco2.serving.api", "make_workload": "llmco2.serving.workload",
     "load_intensity": "llmco2.carbon.hourly", "HourlyIntensity": "llmco2.carbon.hourly",
     "LLMCO2Error": "llmco2.errors", "InvalidInputError": "llmco2.errors", "UnknownIdError": "llmco2.errors",
 }
 
 __all__ = ["Assumptions", "ClusterOptions", "FileJob", "HourlyIntensity", "InvalidInputError", "LLMCO2Error", "Prediction",
-           "RequestOptions", "ServingResult", "UnknownIdError", "__version__", "load_intensity", "make_workload", "predict",
+           "RequestOptions", "ServingResult", "UnknownIdError", "__version__", "compare", "load_intensity", "make_workload", "predict",
            "predict_file", "predict_frame", "serve"]
 
 if TYPE_CHECKING:
+    from llmco2.api.compare import compare
     from llmco2.api.files import predict_file
     from llmco2.api.frames import predict_frame
     from llmco2.api.options import Assumptions, ClusterOptions, FileJob, RequestOptions

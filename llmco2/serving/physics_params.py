@@ -40,12 +40,18 @@ def family(model_id: str) -> str:
     return model_id.split("-")[0].rstrip("0123456789.") or model_id
 
 
+def fit_has_seen(gpu_id: str, model_id: str) -> bool:
+    """Whether the shipped step-physics fit saw this GPU and this model's family (otherwise a
+    prediction for them is an extrapolation)."""
+    return gpu_id in _raw().get("fitted_gpus", []) and family(model_id) in _raw().get("fitted_families", [])
+
+
 def j_per_token_interval(value: float, gpu_id: str, model_id: str) -> tuple[list[float] | None, str]:
     """``([low, high], which)``: the 10-90% interval of a predicted J per output token."""
     raw = _raw().get("interval")
     if not raw:
         return None, "none shipped"
-    known = gpu_id in _raw().get("fitted_gpus", []) and family(model_id) in _raw().get("fitted_families", [])
+    known = fit_has_seen(gpu_id, model_id)
     lo, hi = raw["known_gpu" if known else "new_gpu"]
     import math
 

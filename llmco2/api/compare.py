@@ -1,0 +1,271 @@
+"""Choose hardware: every server configuration that holds a model, simulated at one load and
+ranked by carbon per output token (``llmco2 compare``).
+
+A configuration is a GPU type, a GPU count and its split into tensor-parallel groups (``tp`` GPUs
+each) and data-parallel replicas (``dp = count / tp``). The load is shared evenly by the replicas
+(an open-loop rate split ``rate / dp``, a closed loop ``ceil(concurrency / dp)`` clients each), so
+one replica is simulated with the serving physics (:func:`llmco2.serving.api.serve`) and the
+server is ``dp`` of it. Each row holds g CO2eq and J per output token (with the physics' 10-90%
+interval), the server's power, TTFT and TPOT at the SLO percentile, whether the SLOs are met,
+whether the server keeps up (its queue does not grow), and whether the prediction extrapolates
+(a GPU or model family the step-physics fit has not seen).
+
+Example:
+    >>> from llmco2.api.compare import compare
+    >>> table = compare("llama3.1-8b", gpus=["h100", "a100-80gb"], concurrency=16, serving_requests=60, max_gpus=2)
+    >>> list(table.columns[:4]), bool(table["rank"].is_monotonic_increasing)
+    (['rank', 'gpu', 'num_gpus', 'tensor_parallel'], True)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llmco2.api.options import Assumptions, RequestOptions, with_fields
+from llmco2.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from llmco2.serving.api import ServingResult
+    from llmco2.specs import GPU, ModelArch
+
+log = logging.getLogger(__name__)
+
+#: GPU counts tried per type (each up to ``max_gpus``).
+GPU_COUNTS = (1, 2, 4, 8)
+#: Requests simulated per replica by default.
+DEFAULT_REQUESTS = 600
+#: A server keeps up when the median TTFT of its last quarter of arrivals is at most this many
+#: times that of its second quarter, plus :data:`QUEUE_SLACK_S` (an open-loop queue that grows
+#: makes the late requests wait ever longer).
+QUEUE_GROWTH = 2.0
+QUEUE_SLACK_S = 1.0
+
+
+@dataclass(frozen=True)
+class ServerOption:
+    """One server configuration: ``dp`` replicas of ``tp`` x ``gpu`` (``dp * tp`` GPUs in all)."""
+
+    gpu: GPU
+    tp: int
+    dp: int
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def label(self) -> str:
+        split = f" (tp {self.tp} x dp {self.dp})" if self.dp > 1 else ""
+        return f"{self.gpu.id} x{self.num_gpus}{split}"
+
+
+@dataclass(frozen=True)
+class Load:
+    """The offered load: an open-loop ``rate`` (requests/s) or a closed loop of ``concurrency``
+    clients, with lengths from ``background`` (``conv``/``code`` Azure traces, or ``fixed``
+    ``prompt_tokens``/``generated_tokens``), ``serving_requests`` simulated per replica."""
+
+    rate: float | None = None
+    concurrency: int | None = None
+    background: str = "conv"
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
+    serving_requests: int = DEFAULT_REQUESTS
+    seed: int = 0
+
+    def check(self) -> None:
+        if (self.rate is None) == (self.concurrency is None):
+            raise InvalidInputError("give exactly one load: a rate (requests/s) or a concurrency", field="rate")
+        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+            raise InvalidInputError(f"must be a positive number of requests per second, got {self.rate}", field="rate")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise InvalidInputError(f"must be >= 1, got {self.concurrency}", field="concurrency")
+        if self.serving_requests < 1:
+            raise InvalidInputError(f"must be >= 1, got {self.serving_requests}", field="serving_requests")
+        if self.background == "fixed" and (self.prompt_tokens is None or self.generated_tokens is None):
+            raise InvalidInputError("fixed lengths need prompt_tokens and generated_tokens", field="background")
+
+    def per_replica(self, dp: int) -> Any:
+        """The workload one of ``dp`` replicas serves (:class:`llmco2.serving.workload.Workload`)."""
+        from llmco2.serving.workload import make_workload
+
+        share = dict(rate=self.rate / dp) if self.rate is not None else dict(concurrency=math.ceil(self.concurrency / dp))
+        return make_workload(self.background, n=self.serving_requests, prompt_tokens=self.prompt_tokens,
+                             output_tokens=self.generated_tokens, seed=self.seed, **share)
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Latency targets (s) at a percentile of requests (``None``: no target)."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    percentile: float = 90.0
+
+
+def gpu_ids(gpus: str | Sequence[str]) -> list[str]:
+    """``datacentre`` (the data-centre GPUs of the catalog), ``all`` (every GPU of the catalog) or
+    a list of ids (a comma-separated text or a sequence)."""
+    from llmco2.carbon.reports import COMPARE_GPUS
+    from llmco2.specs import get_gpu, gpu_catalog
+
+    if isinstance(gpus, str) and gpus.strip() in ("datacentre", "datacenter"):
+        return list(COMPARE_GPUS)
+    if isinstance(gpus, str) and gpus.strip() == "all":
+        return sorted(gpu_catalog())
+    names = [g.strip() for g in (gpus.split(",") if isinstance(gpus, str) else gpus) if g.strip()]
+    if not names:
+        raise InvalidInputError("is empty; give GPU ids, datacentre or all", field="gpus")
+    try:
+        return list(dict.fromkeys(get_gpu(n).id for n in names))
+    except InvalidInputError as exc:
+        raise InvalidInputError(str(exc.args[0]), field="gpus") from None
+
+
+def server_options(arch: ModelArch, gpus: Sequence[str], max_gpus: int, options: RequestOptions,
+                   longest_tokens: int) -> tuple[list[ServerOption], list[str]]:
+    """The configurations whose replicas hold the weights and at least one longest request in KV
+    cache; and one line per GPU type left out, saying why."""
+    from llmco2.serving.costs import memory_budget
+    from llmco2.specs import Request, get_gpu, validate_request
+
+    found: list[ServerOption] = []
+    left: list[str] = []
+    for gid in gpus:
+        gpu, fitting = get_gpu(gid), []
+        for tp in (n for n in GPU_COUNTS if n <= max_gpus):
+            req = Request(batch_size=1, prompt_tokens=1, generated_tokens=1, num_gpus=tp, tensor_parallel=tp,
+                          weight_dtype=options.dtype)
+            try:
+                validate_request(req, arch, gpu, check_context=False)
+                if memory_budget(arch, gpu, req)["kv_capacity_tokens"] >= longest_tokens:
+                    fitting.append(tp)
+            except InvalidInputError:
+                continue
+        if not fitting:
+            left.append(f"{gpu.id}: {arch.id} does not fit on up to {max_gpus} of them")
+        found += [ServerOption(gpu, tp, n // tp) for n in GPU_COUNTS if n <= max_gpus for tp in fitting if n % tp == 0]
+    return found, left
+
+
+def _quarter_growth(frame: pd.DataFrame) -> bool:
+    """Whether the server keeps up: late arrivals wait no longer than early ones (see :data:`QUEUE_GROWTH`)."""
+    ttft = frame.sort_values("arrival_s")["ttft_s"].to_numpy()
+    q = len(ttft) // 4
+    if q < 2:
+        return True
+    return float(np.median(ttft[-q:])) <= QUEUE_GROWTH * float(np.median(ttft[q:2 * q])) + QUEUE_SLACK_S
+
+
+def option_row(option: ServerOption, result: ServingResult, load: Load, slo: Slo) -> dict[str, Any]:
+    """One row of the comparison from the simulated replica."""
+    from llmco2.serving.physics_params import fit_has_seen
+
+    s, frame = result.summary, result.requests
+    j, g = s["j_per_output_token"], s["g_per_output_token"]
+    interval = s.get("j_per_output_token_interval") or [float("nan"), float("nan")]
+    pct = slo.percentile / 100.0
+    ttft = float(np.quantile(frame["ttft_s"], pct))
+    tpot_values = frame["tpot_s"].dropna()
+    tpot = float(np.quantile(tpot_values, pct)) if len(tpot_values) else float("nan")
+    stable = load.concurrency is not None or _quarter_growth(frame)
+    meets = stable and (slo.ttft_s is None or ttft <= slo.ttft_s) and (slo.tpot_s is None or tpot <= slo.tpot_s)
+    model = result.assumptions["server"]["model"]
+    return {
+        "gpu": option.gpu.id, "num_gpus": option.num_gpus, "tensor_parallel": option.tp, "replicas": option.dp,
+        "g_per_output_token": g, "g_per_output_token_low": g * interval[0] / j, "g_per_output_token_high": g * interval[1] / j,
+        "j_per_output_token": j, "j_per_output_token_low": interval[0], "j_per_output_token_high": interval[1],
+        "power_w": s["average_power_w"] * option.dp, "gpu_utilisation": s["gpu_utilisation"], "mean_batch": s["mean_batch"],
+        f"ttft_p{slo.percentile:g}_s": ttft, f"tpot_p{slo.percentile:g}_s": tpot,
+        "stable": bool(stable), "meets_slo": bool(meets),
+        "extrapolated": not fit_has_seen(option.gpu.id, model), "label": option.label,
+    }
+
+
+def rank(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows in order of carbon per output token, those that meet the SLOs (and keep up) first;
+    ``rank`` from 1, and ``tied_with_best``: the interval overlaps the best option's."""
+    out = frame.sort_values(["meets_slo", "g_per_output_token"], ascending=[False, True]).reset_index(drop=True)
+    out.insert(0, "rank", np.arange(1, len(out) + 1))
+    best_high = out["g_per_output_token_high"].iloc[0]
+    out["tied_with_best"] = (out["g_per_output_token_low"] <= best_high) & (out["rank"] > 1) & out["meets_slo"]
+    return out
+
+
+def verdict(table: pd.DataFrame) -> str:
+    """One sentence: the best option, and whether the next ones can be told apart from it."""
+    if not len(table) or not bool(table["meets_slo"].iloc[0]):
+        return "no option meets the latency targets and keeps up with the load"
+    best = table.iloc[0]
+    tied = table.loc[table["tied_with_best"], "label"].tolist()
+    what = f"best: {best['label']} at {best['g_per_output_token']:.4g} g CO2eq per output token"
+    if not tied:
+        return what + "; its interval overlaps no other option's, so it is best"
+    more = f" and {len(tied) - 3} more" if len(tied) > 3 else ""
+    return what + f"; cannot be told apart from {', '.join(tied[:3])}{more} (overlapping 10-90% intervals)"
+
+
+def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *, rate: float | None = None,
+            concurrency: int | None = None, background: str = "conv", prompt_tokens: int | None = None,
+            generated_tokens: int | None = None, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
+            slo_percentile: float = 90.0, max_gpus: int = 8, serving_requests: int = DEFAULT_REQUESTS, seed: int = 0,
+            options: RequestOptions | None = None, assumptions: Assumptions | None = None,
+            progress: Callable[[int], None] | None = None, **fields: Any) -> pd.DataFrame:
+    """Rank every server configuration of ``gpus`` that holds ``model`` at one load.
+
+    Args:
+        model: catalog id or HF ``config.json`` path.
+        gpus: ``datacentre``, ``all`` or GPU ids.
+        rate, concurrency: the load (exactly one): requests/s, or clients in a closed loop.
+        background, prompt_tokens, generated_tokens: request lengths (``conv``/``code`` Azure
+            traces, or ``fixed`` with both lengths).
+        slo_ttft_s, slo_tpot_s, slo_percentile: latency targets (s) at a percentile of requests.
+        max_gpus: most GPUs per configuration (1, 2, 4, 8 are tried).
+        serving_requests, seed: requests simulated per replica, and the seed of lengths and arrivals.
+        options, assumptions, fields: engine and precision; region, intensity, PUE, lifetime (as
+            for :func:`llmco2.predict`). The default precision is bf16.
+        progress: called with 1 after each configuration.
+
+    Returns:
+        One row per configuration, best first (the columns of ``llmco2 compare --json``);
+        ``table.attrs`` holds ``verdict``, ``left_out`` and ``assumptions``.
+    """
+    import pandas as pd
+
+    from llmco2.serving.api import serve
+    from llmco2.specs import get_model
+
+    opts, assume = with_fields(options or RequestOptions(dtype="bf16"), assumptions, fields)
+    load = Load(rate=rate, concurrency=concurrency, background=background, prompt_tokens=prompt_tokens,
+                generated_tokens=generated_tokens, serving_requests=serving_requests, seed=seed)
+    load.check()
+    if not 1 <= max_gpus <= 64:
+        raise InvalidInputError(f"must be from 1 to 64, got {max_gpus}", field="max_gpus")
+    if not 0 < slo_percentile < 100:
+        raise InvalidInputError(f"must be between 0 and 100, got {slo_percentile}", field="slo_percentile")
+    arch = get_model(model, approximate=opts.approximate)
+    probe = load.per_replica(1)
+    longest = int((probe.prompt_tokens + probe.output_tokens).max())
+    found, left = server_options(arch, gpu_ids(gpus), max_gpus, opts, longest)
+    if not found:
+        raise InvalidInputError(f"{arch.id} fits no configuration of up to {max_gpus} GPUs of {gpus}", field="gpus")
+    rows, last = [], None
+    for option in found:
+        last = serve(arch, option.gpu, load.per_replica(option.dp), num_gpus=option.tp, tp=option.tp, engine=opts.engine,
+                     dtype=opts.dtype, region_id=assume.region, carbon_intensity=assume.carbon_intensity,
+                     pue_value=assume.pue_value(), lifetime_years=assume.lifetime_years)
+        rows.append(option_row(option, last, load, Slo(slo_ttft_s, slo_tpot_s, slo_percentile)))
+        if progress is not None:
+            progress(1)
+    table = rank(pd.DataFrame(rows))
+    table.attrs.update(verdict=verdict(table), left_out=left, model=arch.id,
+                       assumptions={k: v for k, v in last.assumptions.items() if k not in ("server",)} if last else {})
+    return table
