@@ -49,7 +49,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _run(installed: dict[str, str], args: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {k[4:]: v for k, v in installed.items() if k.startswith("env_")}
+    env = {k[4:]: v for k, v in installed.items() if k.startswith("env_") and k != "env_LLMCO2_SHARED_DATA"}
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=installed["cwd"], env=env, timeout=300)
 
 
@@ -58,6 +58,7 @@ def test_the_wheel_holds_the_data_the_core_needs(installed: dict[str, str]) -> N
     assert (site / "llmco2" / "prediction" / "checkpoints" / "default.safetensors").is_file()
     assert (site / "llmco2" / "specs" / "data" / "gpus.toml").is_file()
     assert (site / "llmco2" / "serving" / "data" / "step_physics.json").is_file()
+    assert (site / "llmco2" / "serving" / "data" / "azure_lengths.npz").is_file()
 
 
 def test_predict_without_the_extras_never_imports_torch(installed: dict[str, str]) -> None:
@@ -77,13 +78,12 @@ def test_predict_without_the_extras_never_imports_torch(installed: dict[str, str
     assert done.stdout.strip() == "[]"
 
 
-def test_the_command_line_predicts_and_serves_without_the_extras(installed: dict[str, str]) -> None:
+def test_the_command_line_predicts_and_serves_without_the_extras_or_the_shared_data(installed: dict[str, str]) -> None:
     single = _run(installed, ["-m", "llmco2.cli", "predict", "--model", "llama3.1-8b", "--gpu", "h100", "--batch-size", "1",
                               "--prompt-tokens", "500", "--gen-tokens", "100", "--json"])
     assert single.returncode == 0, single.stderr
     served = _run(installed, ["-m", "llmco2.cli", "predict", "--model", "llama3.1-8b", "--gpu", "h100", "--prompt-tokens", "500",
-                              "--gen-tokens", "100", "--serving", "--concurrency", "4", "--serving-requests", "40", "--background", "fixed",
-                              "--json"])
+                              "--gen-tokens", "100", "--serving", "--concurrency", "4", "--serving-requests", "40", "--json"])
     assert served.returncode == 0, served.stderr
     assert '"energy_j"' in single.stdout and '"serving"' in served.stdout
 

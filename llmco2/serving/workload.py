@@ -8,8 +8,11 @@ the previous one finishes; arrival times are then decided by the simulation).
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
+from importlib import resources
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -62,22 +65,30 @@ class Workload:
         return len(self.prompt_tokens)
 
 
+@functools.lru_cache(maxsize=1)
+def bundled_traces() -> dict[str, NDArray[Any]]:
+    """The Azure traces' lengths and arrival offsets shipped with the package
+    (``serving/data/azure_lengths.npz``, see its ``AZURE_TRACES.md``): ``{trace}_prompt``,
+    ``{trace}_output`` (tokens, >= 1) and ``{trace}_offsets`` (s), in arrival order."""
+    with resources.as_file(resources.files("llmco2.serving") / "data" / "azure_lengths.npz") as path:
+        with np.load(path) as z:
+            return {k: z[k] for k in z.files}
+
+
 def trace_lengths(which: str, n: int | None = None, seed: int = 0) -> tuple[NDArray[np.int64], NDArray[np.int64],
                                                                               NDArray[np.float64]]:
-    """Prompt and output lengths and arrival offsets (s from the first request) of an Azure trace.
+    """Prompt and output lengths and arrival offsets (s from the first request) of an Azure trace
+    (``conv`` or ``code``; shipped with the package, :func:`bundled_traces`).
 
-    ``n`` requests drawn with replacement (seeded) when given, else the whole trace in file order.
+    ``n`` requests drawn with replacement (seeded) when given, else the whole trace in arrival order.
     Zero-token rows are raised to 1 token (a request has at least one prompt and one output token).
     """
-    from llmco2.data.azure import load_trace
-
-    df = load_trace(which)
-    ts = df["timestamp"].to_numpy()
-    offsets = (ts - ts.min()) / np.timedelta64(1, "s")
-    order = np.argsort(offsets, kind="stable")
-    prompt = np.maximum(df["prompt_tokens"].to_numpy()[order], 1)
-    output = np.maximum(df["generated_tokens"].to_numpy()[order], 1)
-    offsets = offsets[order].astype(np.float64)
+    if which not in ("conv", "code"):
+        raise InvalidInputError(f"unknown trace {which!r}; expected conv or code", field="lengths")
+    z = bundled_traces()
+    prompt = z[f"{which}_prompt"].astype(np.int64)
+    output = z[f"{which}_output"].astype(np.int64)
+    offsets = z[f"{which}_offsets"].astype(np.float64)
     if n is not None:
         if n < 1:
             raise InvalidInputError(f"must be >= 1 request, got {n}", field="requests_count")
