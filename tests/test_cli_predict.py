@@ -33,7 +33,7 @@ def checkpoint(tmp_path_factory) -> Path:
 
 def test_predict_json_carbon_arithmetic(checkpoint: Path, capsys) -> None:
     code, out, err = run(["predict", *REQUEST, "--carbon-intensity", "400", "--pue", "1.2", "--json", "--checkpoint",
-                          str(checkpoint)], capsys)
+                          str(checkpoint), "--scope", "gpu"], capsys)
     assert code == 0, err
     doc = json.loads(out)
     assert {"prefill", "decode", "total", "operational", "embodied"} <= set(doc)
@@ -51,7 +51,7 @@ def test_predict_region_and_named_pue(checkpoint: Path, capsys) -> None:
     code, out, _ = run(["predict", *REQUEST, "--region", "fr", "--pue", "google", "--json", "--checkpoint", str(checkpoint)], capsys)
     doc = json.loads(out)
     assert code == 0 and doc["assumptions"]["grid"]["region"] == "fra" and doc["assumptions"]["pue"]["id"] == "google"
-    assert doc["operational"] == pytest.approx(doc["total"] / 3.6e6 * doc["assumptions"]["pue"]["value"]
+    assert doc["operational"] == pytest.approx(doc["server_energy_j"]["total"] / 3.6e6 * doc["assumptions"]["pue"]["value"]
                                                * doc["assumptions"]["grid"]["g_co2eq_per_kwh"])
     code, text, _ = run(["predict", *REQUEST, "--checkpoint", str(checkpoint)], capsys)
     assert code == 0 and "carbon" in text and "assumptions" in text

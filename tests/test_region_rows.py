@@ -74,6 +74,11 @@ class _Footprint:
     assumptions: dict
     operational_g: np.ndarray | None = None
 
+    @property
+    def scope_j(self) -> np.ndarray:
+        """The energy carbon is computed on (no scope named: the GPUs')."""
+        return self.total_j
+
 
 def test_a_cluster_worker_applies_each_chunks_regions() -> None:
     batch = pa.RecordBatch.from_pydict({"model": ["x", "x"], "region": ["FR", ""]})

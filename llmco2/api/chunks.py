@@ -21,19 +21,23 @@ from llmco2.errors import InvalidInputError, Terminated
 log = logging.getLogger(__name__)
 
 
-#: Columns added to the input columns (an input column of the same name is replaced).
+#: Columns added to the input columns (an input column of the same name is replaced). Energy columns
+#: ``*_j`` are the GPUs' energy (J); ``server_j`` is the server's wall energy (J: GPUs + host share +
+#: power-supply losses); the carbon columns (g CO2eq) are on the run's scope (``--scope``).
 PREDICTION_COLUMNS = ("prefill_j", "decode_j", "total_j", "total_j_low", "total_j_high", "prefill_j_low", "prefill_j_high",
-                      "decode_j_low", "decode_j_high", "latency_s", "operational_g", "embodied_g", "total_g",
+                      "decode_j_low", "decode_j_high", "server_j", "latency_s", "operational_g", "embodied_g", "total_g",
                       "extrapolated")
 
 
 def prediction_arrays(fp: Any) -> list[Any]:
-    """The :data:`PREDICTION_COLUMNS` of a footprint as Arrow arrays (an unknown embodied carbon: null)."""
+    """The :data:`PREDICTION_COLUMNS` of a footprint as Arrow arrays (an unknown embodied carbon, or a
+    server energy of a footprint without a scope: null)."""
     from llmco2.analytic.arrow_arrays import arrow_array
 
     low, high = fp.energy_low_j, fp.energy_high_j
+    server = fp.server.total_j if fp.server is not None else np.full(len(fp.prefill_j), np.nan)
     cols = [fp.prefill_j, fp.decode_j, fp.total_j, fp.total_low_j, fp.total_high_j, low[:, 0], high[:, 0], low[:, 1],
-            high[:, 1], fp.latency_s, fp.operational_g, fp.embodied_g, fp.total_g]
+            high[:, 1], server, fp.latency_s, fp.operational_g, fp.embodied_g, fp.total_g]
     out = []
     for c in cols:
         values = np.ascontiguousarray(c, dtype=np.float64)
@@ -43,8 +47,10 @@ def prediction_arrays(fp: Any) -> list[Any]:
 
 
 #: Totals kept with each committed chunk, as integers (they are summed across resumed runs):
-#: energy and its interval ends in millijoules, carbon in micrograms CO2eq, rows without an embodied figure.
-TOTAL_KEYS = ("energy_mj", "energy_low_mj", "energy_high_mj", "operational_ug", "embodied_ug", "embodied_unknown")
+#: GPU energy and its interval ends and server energy in millijoules, carbon in micrograms CO2eq, rows without an
+#: embodied figure.
+TOTAL_KEYS = ("energy_mj", "energy_low_mj", "energy_high_mj", "server_mj", "operational_ug", "embodied_ug",
+              "embodied_unknown")
 
 
 def batch_totals(fp: Any) -> dict[str, int]:
@@ -53,20 +59,23 @@ def batch_totals(fp: Any) -> dict[str, int]:
     return {"energy_mj": int(round(float(np.sum(fp.total_j)) * 1e3)),
             "energy_low_mj": int(round(float(np.sum(fp.total_low_j)) * 1e3)),
             "energy_high_mj": int(round(float(np.sum(fp.total_high_j)) * 1e3)),
+            "server_mj": int(round(float(np.sum(fp.server.total_j)) * 1e3)) if fp.server is not None else 0,
             "operational_ug": int(round(float(np.sum(fp.operational_g)) * 1e6)),
             "embodied_ug": int(round(float(np.nansum(embodied)) * 1e6)),
             "embodied_unknown": int(np.count_nonzero(np.isnan(embodied)))}
 
 
-def totals_record(counts: dict[str, int], rows: int) -> dict[str, Any]:
-    """The totals of a batch run in user units: rows, kWh (with the sum of the 10-90% interval
-    ends, a conservative range for the total) and kg CO2eq."""
+def totals_record(counts: dict[str, int], rows: int, scope: str | None = None) -> dict[str, Any]:
+    """The totals of a batch run in user units: rows, GPU kWh (with the sum of the 10-90% interval
+    ends, a conservative range for the total), server kWh, and kg CO2eq on ``scope`` (named as
+    ``scope``; the server kWh only when the run had one)."""
     from llmco2.carbon.accounting import J_PER_KWH
 
     kwh = 1e-3 / J_PER_KWH  # per millijoule
     op, emb = counts.get("operational_ug", 0) * 1e-9, counts.get("embodied_ug", 0) * 1e-9
     return {"rows": rows, "energy_kwh": counts.get("energy_mj", 0) * kwh,
             "energy_kwh_interval": [counts.get("energy_low_mj", 0) * kwh, counts.get("energy_high_mj", 0) * kwh],
+            **({"server_energy_kwh": counts.get("server_mj", 0) * kwh, "scope": scope} if scope is not None else {}),
             "operational_kg_co2eq": op, "embodied_kg_co2eq": emb, "total_kg_co2eq": op + emb,
             "rows_without_embodied": counts.get("embodied_unknown", 0)}
 
@@ -75,7 +84,12 @@ def totals_line(t: dict[str, Any]) -> str:
     """One line of a batch run's totals."""
     lo, hi = t["energy_kwh_interval"]
     unknown = f" ({t['rows_without_embodied']:,} rows without an embodied figure)" if t["rows_without_embodied"] else ""
-    return (f"totals: {t['rows']:,} requests, {t['energy_kwh']:.6g} kWh (sum of the 10-90% ends: {lo:.6g}-{hi:.6g}), "
+    if t.get("scope") is None:
+        return (f"totals: {t['rows']:,} requests, {t['energy_kwh']:.6g} kWh (sum of the 10-90% ends: {lo:.6g}-{hi:.6g}), "
+                f"{t['total_kg_co2eq']:.6g} kg CO2eq = {t['operational_kg_co2eq']:.6g} operational + "
+                f"{t['embodied_kg_co2eq']:.6g} embodied{unknown}")
+    return (f"totals: {t['rows']:,} requests, GPU {t['energy_kwh']:.6g} kWh (sum of the 10-90% ends: {lo:.6g}-{hi:.6g}), "
+            f"server {t['server_energy_kwh']:.6g} kWh; {t['scope']} scope: "
             f"{t['total_kg_co2eq']:.6g} kg CO2eq = {t['operational_kg_co2eq']:.6g} operational + "
             f"{t['embodied_kg_co2eq']:.6g} embodied{unknown}")
 

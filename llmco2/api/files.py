@@ -208,7 +208,7 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
     sys.stderr.write(f"predicted {n:,} requests{again} in {seconds:.2f} s ({(n - resumed) / seconds:,.0f}/s) -> {out}; engine "
                      f"{engine} (rows without an engine column), grid {g['g_co2eq_per_kwh']:g} g/kWh "
                      f"({g['region'] or 'user value'}), PUE {assume['pue']['value']:g}; {extrapolated:,} extrapolated\n")
-    totals = totals_record(output.counts, n)
+    totals = totals_record(output.counts, n, job.assumptions.scope)
     sys.stderr.write(totals_line(totals) + f" -> {write_totals(out, totals, assume)}\n")
     return 0
 

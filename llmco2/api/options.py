@@ -107,6 +107,12 @@ class Assumptions:
         intensity: hourly grid intensity: a CSV path, a DataFrame / Arrow table or a loaded
             :class:`~llmco2.carbon.hourly.HourlyIntensity`; ``region`` then picks the file's region.
         timestamp: the time of one request (ISO 8601 text or datetime, UTC), with ``intensity``.
+        scope: what carbon is computed on: ``server`` (default: the GPUs + the host's share of the
+            request's GPU slots + power-supply losses, and the platform's non-GPU embodied carbon) or
+            ``gpu`` (the GPUs alone, llmco2's figures before platforms existed). GPU energy is reported
+            on both scopes.
+        platform: the server around the GPUs (a platform id of ``llmco2/specs/data/platforms.toml``,
+            e.g. ``hgx-h100-8``); default: each GPU's usual platform.
     """
 
     region: str | None = None
@@ -115,9 +121,14 @@ class Assumptions:
     lifetime_years: float | None = None
     intensity: Any = field(default=None, compare=False)
     timestamp: Any = None
+    scope: str = "server"
+    platform: str | None = None
 
     def __post_init__(self) -> None:
-        check_texts(region=self.region)
+        from llmco2.carbon.scoped import scope_entry
+
+        check_texts(region=self.region, scope=self.scope, platform=self.platform)
+        scope_entry(self.scope, self.platform)  # an unknown scope or platform is refused here
 
     def pue_value(self) -> float | str | None:
         """The PUE as a number when it is one, else the name of a default (``None``: not given)."""
@@ -125,9 +136,10 @@ class Assumptions:
 
     def annual(self) -> dict[str, Any]:
         """The keyword arguments of :func:`llmco2.carbon.assumptions.resolve_assumptions` (region,
-        intensity, PUE, lifetime); the region is left to the hourly file when there is one."""
+        intensity, PUE, lifetime, scope, platform); the region is left to the hourly file when there is one."""
         return dict(region_id=None if self.intensity is not None else self.region, carbon_intensity=self.carbon_intensity,
-                    pue_value=self.pue_value(), lifetime_years=self.lifetime_years)
+                    pue_value=self.pue_value(), lifetime_years=self.lifetime_years, scope=self.scope,
+                    platform=self.platform)
 
 
 @dataclass(frozen=True)

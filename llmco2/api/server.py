@@ -142,7 +142,8 @@ def serve_request(request: ServedRequest, load: ServerLoad, options: RequestOpti
                    chunked_prefill=load.chunked_prefill,
                    predictor=load_predictor(opts.checkpoint) if opts.checkpoint else None, region_id=assume.region,
                    carbon_intensity=assume.carbon_intensity, pue_value=assume.pue_value(),
-                   lifetime_years=assume.lifetime_years, calibration=calibration)
+                   lifetime_years=assume.lifetime_years, calibration=calibration, scope=assume.scope,
+                   platform=assume.platform)
     record = _record(request, load, result.requests.iloc[mine], result)
     e, c = record["energy_j"], record["carbon_g"]  # the flat keys of ``llmco2 predict --json`` too
     return {**record, "prefill": e["prefill"], "decode": e["decode"], "total": e["total"],
@@ -164,13 +165,36 @@ def _record(request: ServedRequest, load: ServerLoad, rows: Any, result: Any) ->
                       "tpot": None if request.generated_tokens < 2 else float(rows["tpot_s"].mean())},
         "carbon_g": {"operational": float(rows["operational_g"].sum()),
                      "embodied": None if emb.isna().any() else float(emb.sum()), "total": float(rows["total_g"].sum())},
+        "server_energy_j": {"prefill": float(rows["server_prefill_j"].sum()), "decode": float(rows["server_decode_j"].sum()),
+                            "total": float(rows["server_j"].sum())},
         "serving": {"load": {"concurrency": load.concurrency, "rate_per_s": load.rate},
                     "workload": result.assumptions["workload"],
                     **{k: s[k] for k in ("requests", "j_per_output_token", "j_per_output_token_interval", "gpu_utilisation", "average_power_w",
-                                         "mean_batch", "makespan_s", "preemptions", "ttft_s", "tpot_s")},
+                                         "mean_batch", "makespan_s", "preemptions", "ttft_s", "tpot_s",
+                                         "server_j_per_output_token", "server_average_power_w")},
                     "limits": {k: server[k] for k in ("max_batch", "max_batched_tokens", "chunked_prefill",
                                                       "kv_capacity_tokens")},
                     "idle_w": server["idle_w"], "idle_source": server["idle_source"], "calibration": server["calibration"],
                     "cost_model": server["cost_model"], "interval": server["interval"]},
-        "assumptions": {k: v for k, v in result.assumptions.items() if k not in ("server", "workload")},
+        "assumptions": {**{k: v for k, v in result.assumptions.items() if k not in ("server", "workload")},
+                        "scope": served_scope(result.assumptions["scope"], rows)},
     }
+
+
+def served_scope(entry: dict[str, Any], rows: Any) -> dict[str, Any]:
+    """The ``scope`` entry of a served request: the scope, the platform's figures and sources
+    (:func:`llmco2.carbon.server_scope.platform_record`) and the request's host share: its share of the GPU slots,
+    the load proxy over its attributed server time (energy-weighted over its copies), host energy and PSU losses (J)
+    and non-GPU embodied carbon (g CO2eq). The host is charged for the server time the request's GPU energy is
+    charged for (its share of each iteration, idle spells included: :func:`llmco2.serving.api.server_columns`)."""
+    from llmco2.carbon.server_scope import platform_record
+    from llmco2.specs.platforms import get_platform
+
+    energy = rows["energy_j"].to_numpy()
+    util = float((rows["utilisation"].to_numpy() * energy).sum() / energy.sum()) if energy.sum() > 0 else 0.0
+    emb = rows["embodied_non_gpu_g"]
+    return {**{k: v for k, v in entry.items() if k != "platforms"}, **platform_record(get_platform(str(rows["platform"].iloc[0]))),
+            "gpu_slot_share": float(rows["host_share"].iloc[0]), "utilisation": util,
+            "server_time_s": float(rows["gpu_s"].sum()), "host_energy_j": float(rows["host_j"].sum()),
+            "psu_loss_j": float(rows["psu_loss_j"].sum()),
+            "embodied_non_gpu_g": None if emb.isna().any() else float(emb.sum())}

@@ -36,7 +36,11 @@ class Prediction:
         carbon_g: ``operational``, ``embodied`` (None when unknown) and ``total`` (g CO2eq).
         interval: ``[low, high]`` energy (J) per phase, at the levels in ``record["interval_levels"]``.
         notes: extrapolations, approximations and memory warnings, in words.
-        assumptions: grid intensity, PUE, GPU lifetime and engine, with their sources.
+        assumptions: grid intensity, PUE, GPU lifetime, engine and scope (``assumptions["scope"]``:
+            the scope carbon is on, the platform, its host share and their sources).
+
+    The record also holds ``server_energy_j`` (J, wall: GPUs + host share + power-supply losses,
+    per phase): :attr:`server_energy_j`.
     """
 
     energy_j: dict[str, float]
@@ -52,13 +56,24 @@ class Prediction:
         r = copy.deepcopy(record)
         return cls(r["energy_j"], r["latency_s"], r["carbon_g"], r["energy_j_interval"], tuple(r["notes"]), r["assumptions"], r)
 
+    @property
+    def server_energy_j(self) -> dict[str, float] | None:
+        """Server wall energy (J) of ``prefill``, ``decode`` and ``total``: the GPUs, the host's share of
+        the request's GPU slots and time, and the power-supply losses."""
+        return copy.deepcopy(self.record.get("server_energy_j"))
+
+    @property
+    def scope(self) -> str | None:
+        """The scope the carbon is computed on: ``server`` or ``gpu``."""
+        return self.assumptions.get("scope", {}).get("scope")
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of ``llmco2 predict ... --json`` (a fresh copy)."""
         return copy.deepcopy(self.record)
 
     def to_frame(self) -> Any:
         """One-row pandas DataFrame: the request and the columns ``predict --requests`` writes
-        (``prefill_j, decode_j, total_j`` and their interval ends in J, ``latency_s``,
+        (``prefill_j, decode_j, total_j`` and their interval ends in J, ``server_j``, ``latency_s``,
         ``operational_g, embodied_g, total_g``, ``extrapolated``)."""
         import pandas as pd
 
@@ -68,7 +83,8 @@ class Prediction:
         iv = r["energy_j_interval"]
         values = {f"{p}_j": r["energy_j"][p] for p in ("prefill", "decode", "total")}
         values.update({f"{p}_j_{end}": iv[p][i] for p in ("prefill", "decode", "total") for i, end in enumerate(("low", "high"))})
-        values.update(latency_s=r["latency_s"]["total"], operational_g=r["carbon_g"]["operational"],
+        server = r.get("server_energy_j")
+        values.update(server_j=None if server is None else server["total"], latency_s=r["latency_s"]["total"], operational_g=r["carbon_g"]["operational"],
                       embodied_g=r["carbon_g"]["embodied"], total_g=r["carbon_g"]["total"], extrapolated=bool(r["extrapolated"]))
         row = {k: r[k] for k in ("model", "gpu", "num_gpus", "engine", "batch_size", "prompt_tokens", "generated_tokens")}
         row.update({c: values[c] for c in PREDICTION_COLUMNS})

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from llmco2.carbon.accounting import default_lifetime_years, pue, region
+from llmco2.carbon.scoped import scope_entry
 from llmco2.errors import InvalidInputError
 from llmco2.specs import GPU, get_engine
 from llmco2.specs.limits import check_float
@@ -20,9 +21,11 @@ MIN_LIFETIME_YEARS, MAX_LIFETIME_YEARS = 0.01, 100.0
 
 def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_intensity: float | None = None,
                         pue_value: float | str | None = None, lifetime_years: float | None = None,
-                        engine: str | None = None) -> dict[str, Any]:
-    """Grid intensity, PUE, lifetime and (when given) the serving engine, with their sources
-    (explicit values win over table defaults).
+                        engine: str | None = None, scope: str | None = None,
+                        platform: str | None = None) -> dict[str, Any]:
+    """Grid intensity, PUE, lifetime, (when given) the serving engine and (when given) the scope carbon is
+    computed on (``gpu`` or ``server``, on ``platform``; :func:`llmco2.carbon.scoped.scope_entry`), with their
+    sources (explicit values win over table defaults).
 
     Default PUE: ``edge_device`` (1.0, no facility) when every GPU is an edge module/SoC, else the
     industry average.
@@ -53,4 +56,8 @@ def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_in
     if engine is not None:
         e = get_engine(engine)
         out["engine"] = {"id": e.id, "name": e.name}
+    if scope is not None:
+        out["scope"] = scope_entry(scope, platform)
+    elif platform is not None:
+        raise InvalidInputError("applies with a scope (--scope server or gpu)", field="platform")
     return out

@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 from llmco2.analytic.table import RequestTable
 from llmco2.carbon.accounting import embodied_g, operational_g
 from llmco2.carbon.assumptions import EDGE_FORM_FACTORS, resolve_assumptions
+from llmco2.carbon.scoped import ServerParts, scoped_carbon_inputs, server_parts
 from llmco2.prediction.phases import PREDICT_CHUNK, Item, predict_phases, request_table
 
 if TYPE_CHECKING:
@@ -43,6 +44,18 @@ class Footprint:
     energy_low_j: NDArray[np.float64] | None = None  # [n, 2] interval ends (J), prefill and decode
     energy_high_j: NDArray[np.float64] | None = None
     levels: tuple[float, float] = (0.1, 0.9)  # nominal quantiles of the interval
+    server: ServerParts | None = None  # server-scope figures, when the assumptions name a scope
+
+    @property
+    def scope(self) -> str | None:
+        """The scope carbon is computed on (``gpu`` or ``server``); ``None``: no scope named (GPU energy)."""
+        entry = self.assumptions.get("scope")
+        return None if entry is None else entry["scope"]
+
+    @property
+    def scope_j(self) -> NDArray[np.float64]:
+        """Energy (J) operational carbon is computed on: the server's wall energy with scope ``server``, else the GPUs'."""
+        return self.server.total_j if self.scope == "server" and self.server is not None else self.total_j
 
     @property
     def total_j(self) -> NDArray[np.float64]:
@@ -79,7 +92,7 @@ class Footprint:
     def record(self, i: int = 0) -> dict[str, Any]:
         """One request as the JSON of ``llmco2 predict`` (DESIGN.md convention 3)."""
         emb = float(self.embodied_g[i])
-        return {
+        out = {
             "energy_j": {"prefill": float(self.prefill_j[i]), "decode": float(self.decode_j[i]), "total": float(self.total_j[i])},
             "energy_j_interval": self.interval(i),
             "interval_levels": list(self.levels),
@@ -91,19 +104,36 @@ class Footprint:
             "extrapolated": bool(self.extrapolated[i]) if len(self.extrapolated) else False,
             "notes": self.notes[i] if self.notes else [],
         }
+        if self.server is not None:
+            s = self.server
+            out["server_energy_j"] = {"prefill": float(s.prefill_j[i]), "decode": float(s.decode_j[i]),
+                                      "total": float(s.total_j[i])}
+            entry = {k: v for k, v in self.assumptions["scope"].items() if k != "platforms"}
+            out["assumptions"] = {**self.assumptions, "scope": {**entry, **s.row(i)}}
+        return out
 
 
 def footprint_from(phases: PhasePrediction, table: RequestTable, assumptions: dict[str, Any]) -> Footprint:
     """The footprint of the requests of ``table`` from their per-phase predictions: operational
     carbon of the energy, embodied carbon of the GPUs for the predicted time (a note where a GPU's
-    embodied carbon is unknown), under ``assumptions`` (:func:`resolve_assumptions`)."""
+    embodied carbon is unknown), under ``assumptions`` (:func:`resolve_assumptions`).
+
+    When the assumptions name a scope (``assumptions["scope"]``, :func:`llmco2.carbon.scoped.scope_entry`), the
+    server-scope figures are computed too (:func:`llmco2.carbon.scoped.server_parts`) and carbon is on that scope;
+    the platforms used are added to the scope entry (``platforms``: GPU id -> platform id)."""
     energy, latency = phases.energy_j, phases.latency_s
     notes = phases.notes
     extrapolated = phases.extrapolated
-    total_j = energy.sum(axis=1)
-    op = operational_g(total_j, assumptions["pue"]["value"], assumptions["grid"]["g_co2eq_per_kwh"])
-    emb = np.full(len(table), np.nan)
     num_gpus = table.num_gpus.astype(float)
+    scope = assumptions.get("scope")
+    server = None
+    if scope is not None:
+        server = server_parts(table.gpus, table.gpu, num_gpus, energy, latency, scope["platform"], assumptions["lifetime_years"])
+        used = scope.setdefault("platforms", {})
+        for code, gpu in enumerate(table.gpus):
+            if np.any(table.gpu == code):
+                used[gpu.id] = server.platforms[int(server.platform[np.flatnonzero(table.gpu == code)[0]])].id
+    emb = np.full(len(table), np.nan)
     seconds = latency.sum(axis=1)
     for code, gpu in enumerate(table.gpus):
         mine = np.flatnonzero(table.gpu == code)
@@ -114,14 +144,17 @@ def footprint_from(phases: PhasePrediction, table: RequestTable, assumptions: di
             note = f"embodied carbon unknown: the die area of {gpu.id} is not published (total = operational)"
             for i in mine[np.isnan(emb[mine])]:
                 notes[i].append(note)
+    carbon_j, emb = scoped_carbon_inputs(scope, energy.sum(axis=1), emb, server)
+    op = operational_g(carbon_j, assumptions["pue"]["value"], assumptions["grid"]["g_co2eq_per_kwh"])
     return Footprint(energy[:, 0], energy[:, 1], latency[:, 0], latency[:, 1], op, emb, assumptions, notes, extrapolated,
-                     phases.energy_low_j, phases.energy_high_j, tuple(phases.levels))
+                     phases.energy_low_j, phases.energy_high_j, tuple(phases.levels), server)
 
 
 def predict_footprint(requests: Sequence[Item] | RequestTable, predictor: Any = None,
                       region_id: str | None = None, carbon_intensity: float | None = None,
                       pue_value: float | str | None = None, lifetime_years: float | None = None,
-                      chunk: int = PREDICT_CHUNK, progress: Any = None, assumptions: dict[str, Any] | None = None) -> Footprint:
+                      chunk: int = PREDICT_CHUNK, progress: Any = None, assumptions: dict[str, Any] | None = None,
+                      scope: str | None = None, platform: str | None = None) -> Footprint:
     """Energy, latency, interval and carbon of every request: :func:`llmco2.prediction.predict_phases`
     then :func:`footprint_from`.
 
@@ -133,7 +166,10 @@ def predict_footprint(requests: Sequence[Item] | RequestTable, predictor: Any = 
         progress: a callable advanced by the number of requests of each finished chunk.
         assumptions: pre-resolved grid/PUE/lifetime (:func:`resolve_assumptions`), e.g. shared by
             the chunks of one file; else resolved from the other arguments.
+        scope, platform: carbon on ``gpu`` or ``server`` energy, on ``platform`` (default: each GPU's usual one);
+            ``None``: the GPUs' energy without the server figures (as before scopes existed).
     """
     table = request_table(requests)
-    assume = assumptions or resolve_assumptions(table.gpus, region_id, carbon_intensity, pue_value, lifetime_years)
+    assume = assumptions or resolve_assumptions(table.gpus, region_id, carbon_intensity, pue_value, lifetime_years,
+                                                scope=scope, platform=platform)
     return footprint_from(predict_phases(table, predictor, chunk, progress), table, assume)

@@ -329,7 +329,7 @@ def outside_error(intensity: HourlyIntensity, count: int, first: int, timestamps
 
 def with_hourly_carbon(fp: Any, intensities: NDArray[np.float64]) -> Any:
     """A :class:`~llmco2.carbon.footprint.Footprint` whose operational carbon (g CO2eq) uses each
-    request's own intensity (g CO2eq/kWh): energy (kWh) x PUE x intensity."""
+    request's own intensity (g CO2eq/kWh): energy (kWh, on the footprint's scope) x PUE x intensity."""
     pue = float(fp.assumptions["pue"]["value"])
-    op = np.asarray(fp.total_j, dtype=np.float64) / J_PER_KWH * pue * np.asarray(intensities, dtype=np.float64)
+    op = np.asarray(fp.scope_j, dtype=np.float64) / J_PER_KWH * pue * np.asarray(intensities, dtype=np.float64)
     return replace(fp, operational_g=op)

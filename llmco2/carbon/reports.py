@@ -33,13 +33,18 @@ def _items(arch: ModelArch, gpu: GPU, rows: list[dict[str, int]]) -> list[tuple[
 
 
 def _frame(items: list[tuple[ModelArch, Request, GPU]], fp: Footprint) -> pd.DataFrame:
+    """One row per request: GPU energy (J), latency (s), carbon (g CO2eq, on the footprint's scope) and, when the
+    footprint has a scope, ``server_j`` (J, wall), ``platform`` and ``scope``."""
+    server = {} if fp.server is None else {
+        "server_j": fp.server.total_j, "platform": [fp.server.platforms[int(c)].id for c in fp.server.platform],
+        "scope": fp.scope}
     return pd.DataFrame({
         "model": [a.id for a, _, _ in items], "gpu": [g.id for _, _, g in items],
         "num_gpus": [r.num_gpus for _, r, _ in items], "batch_size": [r.batch_size for _, r, _ in items],
         "prompt_tokens": [r.prompt_tokens for _, r, _ in items], "generated_tokens": [r.generated_tokens for _, r, _ in items],
         "prefill_j": fp.prefill_j, "decode_j": fp.decode_j, "total_j": fp.total_j,
         "prefill_latency_s": fp.prefill_latency_s, "decode_latency_s": fp.decode_latency_s, "latency_s": fp.latency_s,
-        "operational_g": fp.operational_g, "embodied_g": fp.embodied_g, "total_g": fp.total_g,
+        "operational_g": fp.operational_g, "embodied_g": fp.embodied_g, "total_g": fp.total_g, **server,
     })
 
 

@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from llmco2.carbon.accounting import SECONDS_PER_YEAR, default_lifetime_years
 from llmco2.errors import InvalidInputError
@@ -73,7 +77,7 @@ def host_energy_j(platform: Platform, gpus_used: float, duration_s: float, utili
     return power_w * share * duration_s
 
 
-def wall_energy_j(dc_energy_j: float, psu_efficiency: float) -> float:
+def wall_energy_j(dc_energy_j: Any, psu_efficiency: float) -> Any:
     """Energy drawn at the wall (J) for DC energy delivered (J) through supplies of efficiency (0, 1]."""
     if not 0 < psu_efficiency <= 1:
         raise InvalidInputError(f"must be in (0, 1], got {psu_efficiency}", field="psu_efficiency")
@@ -149,5 +153,66 @@ def server_share(gpu_energy_j: float, duration_s: float, gpu: GPU | str, gpus_us
                        tuple(plat.estimated_fields()))
 
 
-__all__ = ["GPU_SCOPE", "SCOPES", "SERVER_SCOPE", "ServerShare", "check_scope", "embodied_non_gpu_g",
-           "host_energy_j", "server_share", "slot_share", "utilisation_proxy", "wall_energy_j"]
+@dataclass(frozen=True)
+class ServerArrays:
+    """:func:`server_share` for many requests on one GPU type and platform, as arrays (one entry per request).
+
+    ``server_j`` = ``gpu_j`` + ``host_j`` + ``psu_loss_j`` (J, wall); ``embodied_non_gpu_g`` in g CO2eq (NaN when the
+    platform's figure is unknown); ``host_share`` = GPUs used / GPU slots; ``utilisation`` in [0, 1].
+    """
+
+    gpu_j: NDArray[np.float64]
+    host_j: NDArray[np.float64]
+    psu_loss_j: NDArray[np.float64]
+    server_j: NDArray[np.float64]
+    embodied_non_gpu_g: NDArray[np.float64]
+    host_share: NDArray[np.float64]
+    utilisation: NDArray[np.float64]
+
+
+def server_arrays(gpu_energy_j: ArrayLike, duration_s: ArrayLike, gpu: GPU | str, gpus_used: ArrayLike,
+                  platform: Platform, lifetime_years: float | None = None) -> ServerArrays:
+    """The server-scope figures of many requests of ``gpu`` on ``platform``: the formulas of :func:`server_share`
+    (module docstring) applied element-wise. Energy in J, durations in s, GPUs used per request."""
+    energy = np.asarray(gpu_energy_j, dtype=np.float64)
+    seconds = np.broadcast_to(np.asarray(duration_s, dtype=np.float64), energy.shape)
+    used = np.broadcast_to(np.asarray(gpus_used, dtype=np.float64), energy.shape)
+    if (used <= 0).any():
+        raise InvalidInputError(f"must be positive, got {float(used.min())}", field="num_gpus")
+    dev = get_gpu(gpu)
+    idle_w, _ = static_power_w(dev)
+    span_w = dev.tdp_w - idle_w
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_w = np.where(seconds > 0, energy / np.where(seconds > 0, seconds, 1.0) / used, idle_w)
+    util = np.ones_like(energy) if span_w <= 0 else np.clip((mean_w - idle_w) / span_w, 0.0, 1.0)
+    util = np.where(seconds > 0, util, 0.0)
+    share = used / float(platform.gpu_slots)
+    host_w = platform.host_idle_power_w + platform.host_dynamic_power_w * platform.host_load_share * util
+    host = host_w * share * seconds
+    wall = wall_energy_j(energy + host, platform.psu_efficiency)
+    if platform.embodied_kgco2e_non_gpu is None:
+        embodied = np.full_like(energy, np.nan)
+    else:
+        years = lifetime_years if lifetime_years is not None else platform.lifetime_years
+        years = default_lifetime_years() if years is None else float(years)
+        embodied = platform.embodied_kgco2e_non_gpu * 1000.0 * share * seconds / (years * SECONDS_PER_YEAR)
+    return ServerArrays(energy, host, wall - (energy + host), wall, embodied, share, util)
+
+
+def platform_record(platform: Platform) -> dict[str, Any]:
+    """A platform's figures as JSON-ready values: id, name, GPU slots, host idle and loaded power (W), load share,
+    PSU efficiency, non-GPU embodied carbon (kg CO2eq), the source of each and the fields that are not sourced as
+    they stand (``estimated``)."""
+    used = ("gpu_slots", "host_idle_power_w", "host_loaded_power_w", "host_load_share", "psu_efficiency",
+            "embodied_kgco2e_non_gpu", "lifetime_years")
+    return {"platform": platform.id, "platform_name": platform.name, "gpu_slots": platform.gpu_slots,
+            "host_idle_w": platform.host_idle_power_w, "host_loaded_w": platform.host_loaded_power_w,
+            "host_load_share": platform.host_load_share, "psu_efficiency": platform.psu_efficiency,
+            "embodied_kgco2e_non_gpu": platform.embodied_kgco2e_non_gpu,
+            "sources": {f: platform.sources[f] for f in used if f in platform.sources},
+            "estimated": {f: platform.kind(f) for f in platform.estimated_fields()}}
+
+
+__all__ = ["GPU_SCOPE", "SCOPES", "SERVER_SCOPE", "ServerArrays", "ServerShare", "check_scope", "embodied_non_gpu_g",
+           "host_energy_j", "platform_record", "server_arrays", "server_share", "slot_share", "utilisation_proxy",
+           "wall_energy_j"]

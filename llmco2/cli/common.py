@@ -41,3 +41,11 @@ def fmt_time(seconds: float) -> str:
         if s >= scale:
             return f"{s / scale:.3g} {unit}"
     return f"{s / 1e-9:.3g} ns"
+
+
+def scope_line(scope: dict[str, Any]) -> str:
+    """One line naming the platform and the host share of a record's ``assumptions["scope"]``: GPU slots used,
+    the load proxy, host energy and power-supply losses (J); the sources are in the JSON."""
+    used = scope["gpu_slot_share"] * scope["gpu_slots"]
+    return (f"platform: {scope['platform']}, {used:.3g} of {scope['gpu_slots']} GPU slots at load {scope['utilisation']:.2f}: "
+            f"host {fmt(scope['host_energy_j'], 'J')} + PSU {fmt(scope['psu_loss_j'], 'J')} (sources: --json)")

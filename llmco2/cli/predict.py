@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from llmco2.api.cluster_parts import PARTITION_ROWS
-from llmco2.cli.common import fmt, fmt_time, print_json
-from llmco2.cli.request_flags import assumptions, request_options
+from llmco2.cli.common import fmt, fmt_time, print_json, scope_line
+from llmco2.cli.request_flags import add_scope_arguments, assumptions, request_options
 from llmco2.errors import InvalidInputError
 
 EVAL_FORMATS = ("canonical", "co2meter", "argonne", "mlenergy_v2", "mlenergy_v3", "wilkins", "delavande", "tokenpowerbench")
@@ -44,6 +44,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
                                                "microsoft, industry_average, edge_device, ...)")
     p.add_argument("--lifetime-years", type=float, default=None, help="GPU lifetime for embodied carbon (default 5)")
     p.add_argument("--checkpoint", default=None, help="predictor checkpoint (default: the shipped one)")
+    add_scope_arguments(p)
     add_request_args(p, single=False)
     from llmco2.cli.serving import add_serving_arguments
 
@@ -120,6 +121,9 @@ def _print_single(record: dict[str, Any], model: str, gpu: str, req: Any) -> Non
     lo, hi = record["interval_levels"]
     t.add_row(f"interval {100 * lo:g}-{100 * hi:g}%",
               *(f"{fmt(band[p][0], 'J')} - {fmt(band[p][1], 'J')}" for p in ("prefill", "decode", "total")))
+    server = record.get("server_energy_j")
+    if server:
+        t.add_row("server energy", *(fmt(server[p], "J") for p in ("prefill", "decode", "total")))
     lat = record["latency_s"]
     t.add_row("latency", fmt_time(lat["prefill"]), fmt_time(lat["decode"]), fmt_time(lat["total"]))
     console = Console()
@@ -127,11 +131,15 @@ def _print_single(record: dict[str, Any], model: str, gpu: str, req: Any) -> Non
     console.print(t)
     emb = "unknown" if carbon["embodied"] is None else f"{carbon['embodied']:.4g} g"
     a = record["assumptions"]
+    if "scope" in a:
+        console.print(scope_line(a["scope"]))
     grid = a["grid"]
     where = grid["region"] or "user value"
     if "hour" in grid:  # --intensity-file
         where = f"{grid['region'] or grid['intensity_file']}, hour {grid['hour']}"
-    console.print(f"carbon: operational {carbon['operational']:.4g} g + embodied {emb} = [bold]{carbon['total']:.4g} g CO2eq[/bold]")
+    on = f" ({a['scope']['scope']} scope)" if "scope" in a else ""
+    console.print(f"carbon{on}: operational {carbon['operational']:.4g} g + embodied {emb} = "
+                  f"[bold]{carbon['total']:.4g} g CO2eq[/bold]")
     console.print(f"assumptions: engine {a['engine']['id']}, grid {grid['g_co2eq_per_kwh']:g} g/kWh ({where}), "
                   f"PUE {a['pue']['value']:g} ({a['pue'].get('id', 'user value')}), GPU lifetime {a['lifetime_years']:g} years")
     for note in record["notes"]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from llmco2.api.options import parse_pue
 from llmco2.cli.common import Parser, print_json
+from llmco2.cli.request_flags import add_scope_arguments
 from llmco2.errors import InvalidInputError
 from llmco2.file_checks import check_output_folder, check_output_path
 
@@ -62,13 +63,15 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     cmp_.add_argument("--gen-tokens", type=int, required=True)
     cmp_.add_argument("--gpus", default=None, help="comma-separated GPU ids (default: the data-centre GPUs of the catalog)")
     cmp_.add_argument("-o", "--out", required=True)
+    add_scope_arguments(cmp_)
     _carbon_args(cmp_)
     handlers.update({("report", "case-studies"): cmd_case_studies, ("report", "trace"): cmd_trace, ("report", "compare"): cmd_compare})
 
 
 def _assumptions(args: argparse.Namespace) -> dict[str, Any]:
+    scope = {"scope": args.scope, "platform": args.platform} if hasattr(args, "scope") else {}
     return dict(region_id=args.region, carbon_intensity=args.carbon_intensity, pue_value=parse_pue(args.pue),
-                lifetime_years=args.lifetime_years)
+                lifetime_years=args.lifetime_years, **scope)
 
 
 def _figure_path(text: str) -> Path:
@@ -141,9 +144,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                              predictor=load_predictor(args.checkpoint), **kw, **_assumptions(args))
     best = frame.iloc[0]
     plot_compare(frame, out, f"{args.model}: B={args.batch_size}, L={args.prompt_tokens}, G={args.gen_tokens}; least: "
-                             f"{best['gpu']} x{best['num_gpus']} ({best['total_g']:.3g} g)")
-    sys.stderr.write(f"least carbon: {best['gpu']} x{int(best['num_gpus'])} at {best['total_g']:.4g} g CO2eq per request "
-                     f"({len(frame)} options) -> {out}\n")
+                             f"{best['gpu']} x{best['num_gpus']} ({best['total_g']:.3g} g, {args.scope} scope)")
+    sys.stderr.write(f"least carbon ({args.scope} scope): {best['gpu']} x{int(best['num_gpus'])} at {best['total_g']:.4g} g "
+                     f"CO2eq per request on {best['platform']} ({len(frame)} options) -> {out}\n")
     if args.json:
         print_json(frame.to_dict(orient="records"))
     return 0

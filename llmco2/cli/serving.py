@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from llmco2.api.server import BACKGROUNDS
-from llmco2.cli.common import fmt, fmt_time, print_json
+from llmco2.cli.common import fmt, fmt_time, print_json, scope_line
 from llmco2.errors import InvalidInputError
 
 
@@ -68,14 +68,20 @@ def _print(record: dict[str, Any]) -> None:
         t.add_column(col, justify="left" if not col else "right")
     e, lat = record["energy_j"], record["latency_s"]
     t.add_row("energy", fmt(e["prefill"], "J"), fmt(e["decode"], "J"), fmt(e["total"], "J"))
+    se = record["server_energy_j"]
+    t.add_row("server energy", fmt(se["prefill"], "J"), fmt(se["decode"], "J"), fmt(se["total"], "J"))
     t.add_row("latency", fmt_time(lat["prefill"]) + " (TTFT)", fmt_time(lat["decode"]), fmt_time(lat["total"]))
     console.print(f"request: {record['batch_size']} x ({record['prompt_tokens']} prompt, {record['generated_tokens']} generated "
                   f"tokens) among {sv['requests']:,} simulated requests ({sv['workload']})")
     console.print(t)
     c = record["carbon_g"]
+    a = record["assumptions"]
+    console.print(scope_line(a["scope"]))
     emb = "unknown" if c["embodied"] is None else f"{c['embodied']:.4g} g"
-    console.print(f"carbon: operational {c['operational']:.4g} g + embodied {emb} = [bold]{c['total']:.4g} g CO2eq[/bold]")
-    console.print(f"server: {sv['j_per_output_token']:.3g} J per output token, mean batch {sv['mean_batch']:.1f}, GPU busy "
+    console.print(f"carbon ({a['scope']['scope']} scope): operational {c['operational']:.4g} g + embodied {emb} = "
+                  f"[bold]{c['total']:.4g} g CO2eq[/bold]")
+    console.print(f"server: {sv['j_per_output_token']:.3g} J per output token ({sv['server_j_per_output_token']:.3g} J at "
+                  f"the wall, {sv['server_average_power_w']:.0f} W), mean batch {sv['mean_batch']:.1f}, GPU busy "
                   f"{100 * sv['gpu_utilisation']:.0f}% of the time, average power {sv['average_power_w']:.0f} W "
                   f"(idle {sv['idle_w']:.0f} W: {sv['idle_source']})")
     cal = sv["calibration"]
@@ -87,6 +93,5 @@ def _print(record: dict[str, Any]) -> None:
     if sv.get("j_per_output_token_interval"):
         lo, hi = sv["j_per_output_token_interval"]
         console.print(f"J per output token, 10-90% interval: {lo:.3g} - {hi:.3g} ({sv['interval']})")
-    a = record["assumptions"]
     console.print(f"assumptions: grid {a['grid']['g_co2eq_per_kwh']:g} g/kWh ({a['grid']['region'] or 'user value'}), "
                   f"PUE {a['pue']['value']:g}, GPU lifetime {a['lifetime_years']:g} years")

@@ -88,18 +88,46 @@ def steady_state_j_per_token(schedule: Schedule, lo: float = 0.1, hi: float = 0.
 
 
 def request_frame(schedule: Schedule, gpu: GPU, num_gpus: int, assumptions: dict[str, Any]) -> pd.DataFrame:
-    """One row per request: lengths, times (s), energy (J), attributed GPU time (s) and carbon (g CO2eq)."""
+    """One row per request: lengths, times (s), energy (J), attributed GPU time (s) and carbon (g CO2eq).
+
+    With a scope in the assumptions (``assumptions["scope"]``) the server-scope columns are added
+    (:func:`server_columns`) and carbon is on that scope."""
     s = schedule
     steps = np.maximum(s.output_tokens - 1, 1)
-    op = operational_g(s.energy_j, assumptions["pue"]["value"], assumptions["grid"]["g_co2eq_per_kwh"])
     emb = embodied_g(gpu, np.full(len(s.energy_j), num_gpus), s.gpu_s, assumptions["lifetime_years"])
+    scope = assumptions.get("scope")
+    server = server_columns(schedule, gpu, num_gpus, assumptions) if scope is not None else {}
+    carbon_j = s.energy_j
+    if scope is not None and scope["scope"] == "server":
+        carbon_j, emb = server["server_j"], emb + np.nan_to_num(server["embodied_non_gpu_g"])
+    op = operational_g(carbon_j, assumptions["pue"]["value"], assumptions["grid"]["g_co2eq_per_kwh"])
     return pd.DataFrame({
         "prompt_tokens": s.prompt_tokens, "output_tokens": s.output_tokens, "arrival_s": s.arrival_s,
         "ttft_s": s.first_token_s - s.arrival_s,
         "tpot_s": np.where(s.output_tokens > 1, (s.finish_s - s.first_token_s) / steps, np.nan),
         "e2e_s": s.finish_s - s.arrival_s, "prefill_j": s.prefill_j, "decode_j": s.energy_j - s.prefill_j, "energy_j": s.energy_j, "gpu_s": s.gpu_s, "preemptions": s.preemptions,
-        "operational_g": op, "embodied_g": emb, "total_g": op + np.nan_to_num(emb),
+        "operational_g": op, "embodied_g": emb, "total_g": op + np.nan_to_num(emb), **server,
     })
+
+
+def server_columns(schedule: Schedule, gpu: GPU, num_gpus: int, assumptions: dict[str, Any]) -> dict[str, Any]:
+    """Server-scope columns of a schedule's requests, on the scope entry's platform (default: the GPU's usual one).
+
+    A request's host share is charged for the same server time its GPU energy is: ``gpu_s``, its share of every
+    iteration it took part in plus the idle spells charged to it (:mod:`llmco2.serving.simulator`), at the load of
+    its own GPU energy over that time. ``server_j`` (J, wall) = (energy + host) / PSU efficiency; it is split over
+    prefill and decode in proportion to the GPU energy. Also ``host_j`` and ``psu_loss_j`` (J), ``host_share``
+    (GPUs / slots), ``utilisation`` and ``embodied_non_gpu_g`` (g CO2eq)."""
+    from llmco2.carbon.server_scope import server_arrays
+    from llmco2.specs.platforms import resolve_platform
+
+    s = schedule
+    plat = resolve_platform(assumptions["scope"]["platform"], gpu)
+    a = server_arrays(s.energy_j, s.gpu_s, gpu, np.full(len(s.energy_j), num_gpus), plat, assumptions["lifetime_years"])
+    ratio = np.divide(a.server_j, s.energy_j, out=np.ones_like(a.server_j), where=s.energy_j > 0)
+    return {"server_prefill_j": s.prefill_j * ratio, "server_decode_j": (s.energy_j - s.prefill_j) * ratio,
+            "server_j": a.server_j, "host_j": a.host_j, "psu_loss_j": a.psu_loss_j, "host_share": a.host_share,
+            "utilisation": a.utilisation, "embodied_non_gpu_g": a.embodied_non_gpu_g, "platform": plat.id}
 
 
 def server_setup(model: str | ModelArch, gpu: str | GPU, num_gpus: int = 1, tp: int | None = None,
@@ -117,7 +145,7 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
           chunked_prefill: bool = True, predictor: Any = None, cost: IterationCost | None = None,
           energy_scale: float = 1.0, region_id: str | None = None, carbon_intensity: float | None = None,
           pue_value: float | str | None = None, lifetime_years: float | None = None,
-          calibration: Calibration | None = None) -> ServingResult:
+          calibration: Calibration | None = None, scope: str = "gpu", platform: str | None = None) -> ServingResult:
     """Simulate ``workload`` on ``num_gpus`` x ``gpu`` serving ``model`` with ``engine``.
 
     ``cost`` defaults to a :class:`GridCostModel` of the step physics with the shipped constants
@@ -127,6 +155,11 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
     ``predictor``) scales the busy energy by its factor at the simulated steady-state mean batch,
     the GPU count and the mean output length. The summary's ``j_per_output_token_interval`` is the
     physics' 10-90% interval (wider for a GPU or model family its fit has not seen).
+
+    ``scope`` (``gpu``, the default, as before scopes existed, or ``server``) is what carbon is computed on;
+    the server-scope figures on ``platform`` (default: the GPU's usual platform) are reported on both scopes: the
+    frame's ``server_j``, ``host_j``, ... columns (:func:`server_columns`) and the summary's ``server_energy_j``,
+    ``server_j_per_output_token`` and ``server_average_power_w`` (wall power over the makespan, W).
     """
     from llmco2.carbon.assumptions import resolve_assumptions
 
@@ -154,9 +187,14 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
         calibrate(schedule, factor)
         applied = {"factor": factor, "source": calibration.source, "rows": calibration.rows,
                    "decode_latency": bool(calibration.latency_coef)}
-    assume = resolve_assumptions([dev], region_id, carbon_intensity, pue_value, lifetime_years, engine=req.engine)
+    assume = resolve_assumptions([dev], region_id, carbon_intensity, pue_value, lifetime_years, engine=req.engine,
+                                 scope=scope, platform=platform)
     frame = request_frame(schedule, dev, num_gpus, assume)
     summary = summarise(schedule)
+    server_j = float(frame["server_j"].sum())
+    summary.update(scope=assume["scope"]["scope"], platform=str(frame["platform"].iloc[0]), server_energy_j=server_j,
+                   server_j_per_output_token=server_j / summary["output_tokens"],
+                   server_average_power_w=server_j / summary["makespan_s"] if summary["makespan_s"] > 0 else float("nan"))
     interval, interval_kind = None, "none (a learned checkpoint's simulation)"
     if physics:
         from llmco2.serving.physics_params import j_per_token_interval
