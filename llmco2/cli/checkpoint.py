@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     conv.add_argument("--trust", action="store_true",
                       help="required: loading a pickle can run code, so convert only files whose origin you trust")
 
-    ins = csub.add_parser("inspect", help="check a checkpoint's digests and print what it was trained on")
+    ins = csub.add_parser("inspect", help="check a checkpoint (digests, metadata, a prediction of ordinary requests) and "
+                                          "print what it was trained on")
     ins.add_argument("path")
     ins.add_argument("--json", action="store_true")
 
@@ -40,13 +41,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from llmco2.prediction.checkpoint_file import read_checkpoint
+    from llmco2.prediction.inference import InferenceModel
 
     tensors, meta = read_checkpoint(Path(args.path))
+    InferenceModel.from_checkpoint(tensors, meta, Path(args.path))  # metadata usable, ordinary requests predicted
     domain = meta.get("domain", {})
     summary = {
         "path": str(args.path), "kind": meta.get("kind"), "format": meta.get("format"),
         "feature_schema_version": meta.get("feature_schema_version"), "tensors": len(tensors),
-        "parameters": int(sum(a.size for a in tensors.values())), "digests": "ok",
+        "parameters": int(sum(a.size for a in tensors.values())), "digests": "ok", "predicts": "ok",
         "devices": domain.get("devices", []), "engines": domain.get("engines", []), "models": len(domain.get("models", [])),
     }
     if args.json:

@@ -42,6 +42,24 @@ META_KEY = "llmco2"
 #: Largest safetensors header accepted (bytes); real ones are a few hundred KB at most.
 MAX_HEADER_BYTES = 64 << 20
 CONVERT_HINT = "llmco2 checkpoint convert {path} --trust"
+#: Deepest nesting of lists and objects accepted in the metadata (real checkpoints reach about 6).
+MAX_META_DEPTH = 16
+
+
+def json_depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value (a scalar: 0), computed without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+        else:
+            deepest = max(deepest, d)
+            continue
+        deepest = max(deepest, d + 1)
+    return deepest
 
 
 def _weights_digest(tensors: Mapping[str, NDArray]) -> str:
@@ -154,6 +172,11 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, NDArray[np.float32]], d
         meta = json.loads(text)
     except json.JSONDecodeError:
         raise InvalidInputError(f"{p} is corrupted: its metadata is not JSON", field="checkpoint") from None
+    except RecursionError:
+        raise InvalidInputError(f"{p} is not a usable checkpoint: its metadata is nested too deeply", field="checkpoint") from None
+    if json_depth(meta) > MAX_META_DEPTH:
+        raise InvalidInputError(f"{p} is not a usable checkpoint: its metadata is nested more than {MAX_META_DEPTH} levels "
+                                "deep", field="checkpoint")
     if not isinstance(meta, dict) or meta.get("kind") != "llmco2-gnn":
         raise InvalidInputError(f"{p} is not an llmco2 GNN checkpoint", field="checkpoint")
     for name, a in tensors.items():

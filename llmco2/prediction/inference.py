@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 #: Requests per step of a pipelined prediction (bounds the graphs and node states held at once).
 PIPELINE_ROWS = 4096
+#: Requests every checkpoint must predict finitely on loading: (model, GPU, batch, prompt, generated).
+CANARY = (("llama3.1-8b", "h100", 1, 512, 64), ("qwen2-0.5b", "jetson-orin", 2, 128, 32))
 
 
 @dataclass
@@ -78,10 +80,41 @@ class InferenceModel:
         try:
             weights = {k: v for k, v in tensors.items() if not is_training_state(k)}  # a training run's `last` also loads
             net = SageForward.from_state_dict(weights, int(cfg.get("num_layers", 2)), bool(cfg.get("use_graph", True)))
-            return cls(net, FeatureScaler.from_state_dict(meta["scaler"]), OutputHead.from_state_dict(meta["head"]), meta, source)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            model = cls(net, FeatureScaler.from_state_dict(meta["scaler"]), OutputHead.from_state_dict(meta["head"]), meta, source)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError) as exc:
             raise InvalidInputError(f"{source or 'the checkpoint'} is not a complete llmco2 checkpoint "
                                     f"({type(exc).__name__}: {str(exc)[:80]})", field="checkpoint") from None
+        model.check_scaler()
+        model.self_check()
+        return model
+
+    def check_scaler(self) -> None:
+        """The feature scaler's means are finite and its standard deviations finite and positive."""
+        sc = self.scaler
+        for name in ("node_mean", "node_std", "global_mean", "global_std"):
+            a = np.asarray(getattr(sc, name))
+            if not (np.issubdtype(a.dtype, np.number) and np.all(np.isfinite(a)) and (not name.endswith("std") or np.all(a > 0))):
+                raise InvalidInputError(f"{self.source or 'the checkpoint'} is not usable: its feature scaler's {name} holds "
+                                        "values that are not finite" + (" and positive" if name.endswith("std") else ""),
+                                        field="checkpoint")
+
+    def self_check(self) -> None:
+        """Predict :data:`CANARY` (a data-centre and an edge request) and require finite, positive
+        energies and latencies and finite, ordered intervals: a checkpoint whose metadata cannot
+        predict is refused on loading, not after a file of NaN."""
+        from llmco2.specs import Request, get_gpu, get_model
+
+        items = [(get_model(m), Request(batch_size=b, prompt_tokens=p, generated_tokens=g), get_gpu(d)) for m, d, b, p, g in CANARY]
+        where = self.source or "the checkpoint"
+        try:
+            out = self.predict(items)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError, FloatingPointError) as exc:
+            raise InvalidInputError(f"{where} cannot predict ({type(exc).__name__}: {str(exc)[:80]})", field="checkpoint") from None
+        arrays = (out.energy_j, out.latency_s, out.energy_low_j, out.energy_high_j)
+        if not all(np.all(np.isfinite(a)) for a in arrays) or not np.all(out.energy_j > 0) or not np.all(out.latency_s > 0) \
+                or not np.all(out.energy_low_j <= out.energy_high_j):
+            raise InvalidInputError(f"{where} is not usable: it predicts energies, latencies or intervals that are not finite "
+                                    "and positive for ordinary requests", field="checkpoint")
 
     # -- prediction -------------------------------------------------------------------------------
     def graphs(self, analysis: LayerAnalysis, totals: ModelTotals) -> GraphArrays:

@@ -114,9 +114,22 @@ class EnergyTarget:
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> EnergyTarget:
-        bounds = [np.asarray(state[k], dtype=float) if k in state else None for k in ("lo", "hi")]
+        """The target of a checkpoint; raises ``ValueError`` unless every per-phase entry holds one
+        finite number per phase (prefill, decode), the standard deviations positive."""
+        def per_phase(key: str) -> NDArray[np.float64]:
+            a = np.asarray(state[key], dtype=float)
+            if a.shape != (2,) or not np.all(np.isfinite(a)):
+                raise ValueError(f"target {key} must hold one finite number per phase (2), got shape {a.shape}")
+            return a
+
+        mean, std = per_phase("mean"), per_phase("std")
+        if not np.all(std > 0):
+            raise ValueError("target std must be positive")
+        bounds = [per_phase(k) if k in state else None for k in ("lo", "hi")]
         groups = {str(k): [float(a) for a in v] for k, v in state.get("group_bounds", {}).items()}
-        return cls(np.asarray(state["mean"], dtype=float), np.asarray(state["std"], dtype=float), *bounds, groups)
+        if any(len(v) != 2 or not all(np.isfinite(v)) for v in groups.values()):
+            raise ValueError("target group_bounds must hold two finite numbers per group")
+        return cls(mean, std, *bounds, groups)
 
 
 def phase_energy(pred_j: NDArray[np.float64], phase: NDArray[np.int64]) -> NDArray[np.float64]:
