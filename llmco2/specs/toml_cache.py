@@ -2,7 +2,8 @@
 
 ``tomllib`` is pure Python and takes about 0.15 s for the shipped catalogs at every start of the
 command line; the JSON copy loads in milliseconds. The cache is an optimisation only: when it
-cannot be read or written, the TOML file is parsed as before.
+cannot be read or written, or its copy does not match the SHA-256 recorded beside it (an edited or
+damaged cache file), the TOML file is parsed as before and the copy rewritten.
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ def loads_toml(text: str | bytes, name: str = "catalog") -> dict[str, Any]:
     """``tomllib.loads(text)``, from the JSON cache when this exact text was parsed before."""
     raw = text.encode() if isinstance(text, str) else text
     key = cache_dir() / "toml" / f"{name}-{hashlib.sha256(raw).hexdigest()[:24]}.json"
-    try:
-        return json.loads(key.read_text())
-    except (OSError, ValueError):
-        pass
+    cached = _read_cached(key)
+    if cached is not None:
+        return cached
     doc = tomllib.loads(raw.decode())
     try:
-        payload = json.dumps(doc)  # TOML dates are not JSON: such files are simply not cached
+        body = json.dumps(doc, sort_keys=True)  # TOML dates are not JSON: such files are simply not cached
+        payload = json.dumps({"sha256": hashlib.sha256(body.encode()).hexdigest(), "doc": body})
         key.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=key.parent, suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
@@ -47,6 +48,21 @@ def loads_toml(text: str | bytes, name: str = "catalog") -> dict[str, Any]:
     except (OSError, TypeError, ValueError) as exc:
         log.debug("TOML cache not written for %s: %s", name, exc)
     return doc
+
+
+def _read_cached(key: Path) -> dict[str, Any] | None:
+    """The document cached at ``key``, or None when there is none, or it is not what was written
+    (its body does not match its recorded SHA-256)."""
+    try:
+        entry = json.loads(key.read_text())
+        body = entry["doc"]
+        if hashlib.sha256(body.encode()).hexdigest() != entry["sha256"]:
+            log.warning("ignoring the edited or damaged catalog cache %s", key)
+            return None
+        doc = json.loads(body)
+        return doc if isinstance(doc, dict) else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
