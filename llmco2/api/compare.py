@@ -29,6 +29,7 @@ import numpy as np
 
 from llmco2.api.options import Assumptions, RequestOptions, with_fields
 from llmco2.errors import InvalidInputError
+from llmco2.specs.limits import MAX_SIMULATED_REQUESTS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,8 +89,9 @@ class Load:
             raise InvalidInputError(f"must be a positive number of requests per second, got {self.rate}", field="rate")
         if self.concurrency is not None and self.concurrency < 1:
             raise InvalidInputError(f"must be >= 1, got {self.concurrency}", field="concurrency")
-        if self.serving_requests < 1:
-            raise InvalidInputError(f"must be >= 1, got {self.serving_requests}", field="serving_requests")
+        if not 1 <= self.serving_requests <= MAX_SIMULATED_REQUESTS:
+            raise InvalidInputError(f"must be from 1 to {MAX_SIMULATED_REQUESTS:,}, got {self.serving_requests:,}",
+                                    field="serving_requests")
         if self.background == "fixed" and (self.prompt_tokens is None or self.generated_tokens is None):
             raise InvalidInputError("fixed lengths need prompt_tokens and generated_tokens", field="background")
 

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
+from llmco2.specs.limits import MAX_SIMULATED_REQUESTS
 
 log = logging.getLogger(__name__)
 LENGTH_SOURCES = ("conv", "code", "fixed")
@@ -115,6 +116,8 @@ def make_workload(lengths: str = "conv", n: int | None = None, rate: float | Non
     ``timestamps`` replays the trace's own arrival times (whole trace, or the sorted offsets of the
     drawn requests).
     """
+    if n is not None and not 1 <= n <= MAX_SIMULATED_REQUESTS:
+        raise InvalidInputError(f"must be from 1 to {MAX_SIMULATED_REQUESTS:,} requests, got {n:,}", field="serving_requests")
     loads = sum(x is not None and x is not False for x in (rate, concurrency, timestamps or None))
     if loads != 1:
         raise InvalidInputError("give exactly one load: --rate R, --concurrency N or trace timestamps", field="load")
