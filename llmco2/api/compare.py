@@ -5,8 +5,9 @@ A configuration is a GPU type, a GPU count and its split into tensor-parallel gr
 each) and data-parallel replicas (``dp = count / tp``). The load is shared evenly by the replicas
 (an open-loop rate split ``rate / dp``, a closed loop ``ceil(concurrency / dp)`` clients each), so
 one replica is simulated with the serving physics (:func:`llmco2.serving.api.serve`) and the
-server is ``dp`` of it. Each row holds g CO2eq and J per output token (with the physics' 10-90%
-interval), the server's power, TTFT and TPOT at the SLO percentile, whether the SLOs are met,
+server is ``dp`` of it. Each row holds g CO2eq per output token on the assumptions' scope (by
+default the whole server: GPUs, the host's share, power-supply losses), GPU J per output token
+(with the physics' 10-90% interval) and the server's J per output token, GPU and wall power, TTFT and TPOT at the SLO percentile, whether the SLOs are met,
 whether the server keeps up (its queue does not grow), and whether the prediction extrapolates
 (a GPU or model family the step-physics fit has not seen).
 
@@ -185,7 +186,10 @@ def option_row(option: ServerOption, result: ServingResult, load: Load, slo: Slo
         "gpu": option.gpu.id, "num_gpus": option.num_gpus, "tensor_parallel": option.tp, "replicas": option.dp,
         "g_per_output_token": g, "g_per_output_token_low": g * interval[0] / j, "g_per_output_token_high": g * interval[1] / j,
         "j_per_output_token": j, "j_per_output_token_low": interval[0], "j_per_output_token_high": interval[1],
-        "power_w": s["average_power_w"] * option.dp, "gpu_utilisation": s["gpu_utilisation"], "mean_batch": s["mean_batch"],
+        "power_w": s["average_power_w"] * option.dp, "server_j_per_output_token": s.get("server_j_per_output_token"),
+        "server_power_w": s["server_average_power_w"] * option.dp if s.get("server_average_power_w") is not None else None,
+        "scope": s.get("scope", "gpu"), "platform": s.get("platform"),
+        "gpu_utilisation": s["gpu_utilisation"], "mean_batch": s["mean_batch"],
         f"ttft_p{slo.percentile:g}_s": ttft, f"tpot_p{slo.percentile:g}_s": tpot,
         "stable": bool(stable), "meets_slo": bool(meets),
         "extrapolated": not fit_has_seen(option.gpu.id, model), "label": option.label,
@@ -263,7 +267,8 @@ def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *,
     for option in found:
         last = serve(arch, option.gpu, load.per_replica(option.dp), num_gpus=option.tp, tp=option.tp, engine=opts.engine,
                      dtype=opts.dtype, region_id=assume.region, carbon_intensity=assume.carbon_intensity,
-                     pue_value=assume.pue_value(), lifetime_years=assume.lifetime_years)
+                     pue_value=assume.pue_value(), lifetime_years=assume.lifetime_years, scope=assume.scope,
+                     platform=assume.platform)
         rows.append(option_row(option, last, load, Slo(slo_ttft_s, slo_tpot_s, slo_percentile)))
         if progress is not None:
             progress(1)

@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     p.add_argument("--carbon-intensity", type=float, default=None, metavar="G_PER_KWH", help="grid intensity, g CO2eq/kWh")
     p.add_argument("--pue", default=None, help="power usage effectiveness: a number or a named default")
     p.add_argument("--lifetime-years", type=float, default=None, help="GPU lifetime for embodied carbon (default 5)")
+    p.add_argument("--scope", default="server", choices=("gpu", "server"),
+                   help="carbon on the whole server (GPUs, the host's share, power-supply losses; default) or the GPUs alone")
+    p.add_argument("--platform", default=None, metavar="ID", help="server platform (default: each GPU's usual one)")
     p.add_argument("-o", "--out", default=None, metavar="FIG", help="write the figure (.png, .pdf or .svg; needs the plots extra)")
     p.add_argument("--json", action="store_true", help="print every configuration as JSON")
     handlers[("compare", None)] = cmd_compare
@@ -61,7 +64,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     serving_requests=args.serving_requests, seed=args.seed,
                     options=RequestOptions(engine=args.engine, dtype=args.dtype),
                     assumptions=Assumptions(region=args.region, carbon_intensity=args.carbon_intensity, pue=args.pue,
-                                            lifetime_years=args.lifetime_years))
+                                            lifetime_years=args.lifetime_years, scope=args.scope, platform=args.platform))
     if out is not None:
         from llmco2.api.compare_figure import plot_comparison
 
@@ -97,7 +100,7 @@ def _print(table: Any, args: argparse.Namespace) -> None:
     load = f"{args.rate:g} requests/s" if args.rate is not None else f"{args.concurrency} concurrent requests"
     t = Table(title=f"{table.attrs['model']} at {load}, {args.background} lengths: {len(table)} configurations")
     pct = f"p{args.slo_percentile:g}"
-    for col in ("#", "configuration", "mg CO2/token", "10-90%", "J/token", "kW", f"TTFT {pct}", f"TPOT {pct}", "ok"):
+    for col in ("#", "configuration", "mg CO2/token", "10-90%", "GPU J/tok", "wall kW", f"TTFT {pct}", f"TPOT {pct}", "ok"):
         t.add_column(col, justify="left" if col in ("configuration", "ok") else "right", no_wrap=True,
                      min_width=8 if col == "ok" else None)
     for row in table.head(SHOWN).itertuples(index=False):
@@ -105,7 +108,7 @@ def _print(table: Any, args: argparse.Namespace) -> None:
         flags = ("meets" if r["meets_slo"] else ("behind" if not r["stable"] else "misses")) + (" *" if r["extrapolated"] else "")
         t.add_row(str(r["rank"]), r["label"], f"{1e3 * r['g_per_output_token']:.3g}",
                   f"{1e3 * r['g_per_output_token_low']:.2g}-{1e3 * r['g_per_output_token_high']:.2g}",
-                  f"{r['j_per_output_token']:.3g}", f"{r['power_w'] / 1e3:.3g}", f"{r[ttft]:.3g} s", f"{1e3 * r[tpot]:.3g} ms",
+                  f"{r['j_per_output_token']:.3g}", f"{(r['server_power_w'] or r['power_w']) / 1e3:.3g}", f"{r[ttft]:.3g} s", f"{1e3 * r[tpot]:.3g} ms",
                   flags)
     console = Console(width=max(Console().width, 120))
     console.print(t)
@@ -117,5 +120,5 @@ def _print(table: Any, args: argparse.Namespace) -> None:
     for line in table.attrs["left_out"]:
         console.print(f"left out: {line}")
     a = table.attrs["assumptions"]
-    console.print(f"assumptions: grid {a['grid']['g_co2eq_per_kwh']:g} g/kWh ({a['grid']['region'] or 'user value'}), "
-                  f"PUE {a['pue']['value']:g}, GPU lifetime {a['lifetime_years']:g} years")
+    console.print(f"assumptions: carbon on the {args.scope} scope, grid {a['grid']['g_co2eq_per_kwh']:g} g/kWh "
+                  f"({a['grid']['region'] or 'user value'}), PUE {a['pue']['value']:g}, GPU lifetime {a['lifetime_years']:g} years")
