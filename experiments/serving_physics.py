@@ -31,37 +31,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from llmco2.physics.step_fit import fit_step_params
-from llmco2.physics.step_isolated import SPLITWISE_ENGINE, IsolatedRows, isolated_rows
-from llmco2.physics.step_physics import StepParams, roofline_tdp_params
-from llmco2.serving.mlenergy import TASK_PROMPT_TOKENS, ServingRows, load_rows, mix_builds, serving_rows
+from llmco2.physics.step_isolated import IsolatedRows, isolated_rows
+from llmco2.physics.step_physics import StepParams
+from llmco2.serving.mlenergy import ServingRows, load_rows, serving_rows
+from llmco2.serving.mlenergy_fit import PROMPT_SCALES, fit_with_prompt_scales, predictions, roofline_tdp
 from llmco2.serving.physics_params import family, params_path
-from llmco2.serving.steady import steady_state
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent
-ENGINES = ("vllm", "vllm-v0")
 QUANTILES = (0.1, 0.9)
-#: Prompt scales tried for the tasks whose mean prompt is not public (``TASK_PROMPT_TOKENS``): the
-#: mean prompt of such a task (a property of its dataset) is estimated with the physics, from
-#: training rows only.
-PROMPT_SCALES = (0.1, 0.2, 0.35, 0.6, 1.0)
-
-
-def roofline_tdp() -> StepParams:
-    """The roofline latency x TDP baseline as step constants (peaks, no overheads, power at the limit)."""
-    return roofline_tdp_params(ENGINES)
-
-
-def predictions(sr: ServingRows, p: StepParams, idx: np.ndarray) -> pd.DataFrame:
-    """Predicted J/token, latency (the row's kind) and power of the rows ``idx``."""
-    from llmco2.serving.mlenergy import _take
-
-    st = steady_state(_take(sr.shapes, idx), p)
-    rows = sr.rows.iloc[idx]
-    v3 = (rows["release"] == "v3").to_numpy()
-    return pd.DataFrame({"j": st.j_per_output_token, "latency": np.where(v3, st.itl_median_s, st.tpot_s),
-                         "power": st.power_w}, index=rows.index)
 
 
 def measured(rows: pd.DataFrame) -> pd.DataFrame:
@@ -86,55 +64,10 @@ def measured_power(rows: pd.DataFrame) -> np.ndarray:
 ISOLATED: IsolatedRows | None = None
 
 
-def _isolated_mask(sr: ServingRows, mask: np.ndarray) -> np.ndarray:
-    """The isolated rows that may enter a fit whose serving rows are ``mask``: those of GPUs and
-    models that the held-out serving rows do not name (a held-out GPU or model is held out of
-    every source)."""
-    assert ISOLATED is not None
-    held = sr.rows[~mask]
-    rows = ISOLATED.rows
-    out = np.ones(len(rows), dtype=bool)
-    if len(held):
-        kept = sr.rows[mask]
-        for col in ("device", "model"):
-            gone = set(held[col]) - set(kept[col])
-            out &= ~rows[col].isin(gone).to_numpy()
-    return out
-
-
-def _fit(sr: ServingRows, mask: np.ndarray, source: str) -> StepParams:
-    releases = set(sr.rows["release"][mask])
-    engines = online = [e for e, rel in (("vllm", "v3"), ("vllm-v0", "v2")) if rel in releases]
-    obs = sr.observations(mask)
-    if ISOLATED is not None:
-        imask = _isolated_mask(sr, mask)
-        obs = obs + ISOLATED.observations(imask)
-        engines = sorted(set(engines) | {ISOLATED.decode.engines[i] for i in np.flatnonzero(imask)})
-    fitted = fit_step_params(obs, engines, source=source, online_engines=online)[0]
-    return replace(fitted, engines={k: v for k, v in fitted.engines.items() if k != SPLITWISE_ENGINE})
-
-
-def _loss(sr: ServingRows, mask: np.ndarray, p: StepParams) -> float:
-    return float(np.mean([np.mean(np.abs(np.log(np.maximum(o.predict(p), 1e-12) / o.measured))) for o in sr.observations(mask)]))
-
-
 def fit(builds: dict[float, ServingRows], mask: np.ndarray, source: str) -> tuple[StepParams, ServingRows]:
-    """Constants fitted on the rows under ``mask`` and the rows rebuilt with each task's prompt scale:
-    fit at the trace's prompts, choose the scale of each task whose mean prompt is not public
-    (:data:`TASK_PROMPT_TOKENS`) by a vote of its training models (each model's best-fitting scale;
-    the lower median, so that a few models whose physics is off cannot drag the task's prompts; a
-    task without training rows keeps 1.0), refit."""
-    base = builds[1.0]
-    p = _fit(base, mask, source)
-    tasks = base.rows["task"].to_numpy()
-    choice = np.ones(len(tasks))
-    models = base.rows["model"].to_numpy()
-    for task in sorted(set(tasks[mask]) - set(TASK_PROMPT_TOKENS)):
-        votes = sorted(min(builds, key=lambda k: _loss(builds[k], mask & (tasks == task) & (models == m), p))
-                       for m in sorted(set(models[mask & (tasks == task)])))
-        choice[tasks == task] = votes[(len(votes) - 1) // 2]
-    mixed = mix_builds(builds, choice)
-    return _fit(mixed, mask, source), mixed
+    """Constants fitted on the rows under ``mask`` (with :data:`ISOLATED`) and the rows rebuilt with
+    each task's prompt scale (:func:`llmco2.serving.mlenergy_fit.fit_with_prompt_scales`)."""
+    return fit_with_prompt_scales(builds, mask, source, ISOLATED)
 
 
 def medape(pred: np.ndarray, meas: np.ndarray) -> float:

@@ -25,8 +25,7 @@ import numpy as np
 import pandas as pd
 
 from llmco2.data.usable import load_rows
-from llmco2.physics.step_fit import BOUNDS, fit_step_params
-from llmco2.physics.step_isolated import ISOLATED_BOUNDS, IsolatedRows, isolated_rows
+from llmco2.physics.step_isolated import IsolatedRows, fit_isolated_rows, isolated_rows
 from llmco2.physics.step_physics import StepParams, roofline_tdp_params
 from llmco2.training.experiment import register_resolvers
 
@@ -38,11 +37,7 @@ MIN_ROWS = 5
 
 def fit_without(iso: IsolatedRows, train: np.ndarray) -> StepParams:
     """Constants fitted on the isolated rows under ``train`` (``fit_isolated``'s settings)."""
-    engines = sorted({iso.decode.engines[i] for i in np.flatnonzero(train)})
-    names = tuple(n for n in BOUNDS if n not in ("eta_expert", "power_busy"))
-    p, _ = fit_step_params(iso.observations(train), engines, online_engines=[], names=names, bounds=ISOLATED_BOUNDS,
-                           source="isolated runs without the held-out GPU")
-    return p
+    return fit_isolated_rows(iso, train, "isolated runs without the held-out GPU")
 
 
 def errors(iso: IsolatedRows, p: StepParams, rows: np.ndarray) -> dict[str, float]:

@@ -10,7 +10,7 @@ import pytest
 
 from llmco2.data.schema import conform
 from llmco2.physics.step_fit import fit_step_params
-from llmco2.physics.step_isolated import fit_isolated, isolated_rows
+from llmco2.physics.step_isolated import fit_isolated, fit_isolated_rows, isolated_rows
 from llmco2.physics.step_physics import EngineOverhead, StepParams
 
 TRUTH = StepParams(eta_compute=0.55, eta_memory=0.75, kernel_gap_s=3e-6, collective_s=20e-6, power_base=0.15,
@@ -65,3 +65,20 @@ def test_isolated_fit_keeps_the_expert_gemms_at_the_dense_rate():
     assert fitted.eta_expert == 1.0  # not a fitted constant here (a fitted one starts inside its bounds)
     assert fitted.power_busy == 0.0  # nor is the busy power
     assert fitted.eta_memory != StepParams().eta_memory  # the others are
+
+
+def test_a_leave_one_gpu_out_fit_does_not_see_the_held_out_rows():
+    h100 = _table()
+    h100["latency_s"], h100["energy_j"] = isolated_rows(h100).cost(TRUTH)
+    a100 = h100.assign(device="a100-40gb", source_row=[str(100 + i) for i in range(len(h100))])
+    iso = isolated_rows(conform(pd.concat([h100, a100], ignore_index=True)))
+    without_a100 = (iso.rows["device"] != "a100-40gb").to_numpy()
+    fitted = fit_isolated_rows(iso, without_a100)
+    # the held-out rows' measurements may be anything: the fit is the same
+    rows = iso.rows.copy()
+    rows.loc[~without_a100, ["latency_s", "energy_j"]] = 1.0
+    assert fit_isolated_rows(replace(iso, rows=rows), without_a100).to_dict() == fitted.to_dict()
+    # and without a mask it is the fit of fit_isolated
+    whole = fit_isolated(conform(pd.concat([h100, a100], ignore_index=True)))
+    assert whole is not None
+    assert fit_isolated_rows(iso, source=whole.source).to_dict() == whole.to_dict()

@@ -161,18 +161,26 @@ def fit_isolated(table: pd.DataFrame, source: str = "") -> StepParams | None:
     3 pJ at 7 nm): wider, it reached 3.5 pJ without the A100-80GB rows, the only isolated runs with
     compute-bound batches of 128-512, and over-predicted their power by 35% held out
     (``experiments/step_lodo.py``)."""
-    from llmco2.physics.step_fit import BOUNDS, fit_step_params
-
     table = table.drop_duplicates(subset=[c for c in ("source", "source_row", "phase") if c in table.columns])
     if not table["source"].isin(SOURCES).any():
         return None
     iso = isolated_rows(table)
-    obs = iso.observations()
-    if not obs:
+    if not iso.observations():
         return None
-    engines = sorted(set(iso.decode.engines))
-    fitted, report = fit_step_params(obs, engines, source=source or f"isolated runs of {sorted(set(iso.rows['source']))}",
-                                     online_engines=[], names=tuple(n for n in BOUNDS if n not in ("eta_expert", "power_busy")),
+    return fit_isolated_rows(iso, source=source or f"isolated runs of {sorted(set(iso.rows['source']))}")
+
+
+def fit_isolated_rows(iso: IsolatedRows, mask: np.ndarray | None = None, source: str = "") -> StepParams:
+    """Step constants fitted on the isolated rows under ``mask`` (default: all) with
+    :func:`fit_isolated`'s settings (no expert efficiency, no busy power, :data:`ISOLATED_BOUNDS`),
+    and the overheads of the engines those rows ran (every other engine keeps its catalog priors).
+    A leave-one-GPU-out fit passes the mask of every other GPU's rows."""
+    from llmco2.physics.step_fit import BOUNDS, fit_step_params
+
+    mask = np.ones(len(iso.rows), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    engines = sorted({iso.decode.engines[i] for i in np.flatnonzero(mask)})
+    fitted, report = fit_step_params(iso.observations(mask), engines, source=source or "isolated runs", online_engines=[],
+                                     names=tuple(n for n in BOUNDS if n not in ("eta_expert", "power_busy")),
                                      bounds=ISOLATED_BOUNDS)
-    log.info("step prior fitted on %d isolated rows: %s", len(iso.rows), report)
+    log.info("step constants fitted on %d isolated rows: %s", int(mask.sum()), report)
     return fitted

@@ -133,7 +133,7 @@ class ServingRows:
         for rel in sorted(set(release[mask])):
             sel = mask & (release == rel)
             idx = np.flatnonzero(sel)
-            sub = _take(self.shapes, idx)
+            sub = take_shapes(self.shapes, idx)
             ohs: dict = {}
 
             def state(p: StepParams, sub: SteadyShapes = sub, ohs: dict = ohs):
@@ -159,11 +159,11 @@ def mix_builds(builds: dict[float, ServingRows], choice: np.ndarray) -> ServingR
     """Rows taken row by row from builds of the same rows at different prompt scales (``choice``: a scale per row)."""
     first = next(iter(builds.values()))
     idx = np.arange(len(first.rows))
-    parts = {k: _take(b.shapes, idx[choice == k]) for k, b in builds.items() if (choice == k).any()}
+    parts = {k: take_shapes(b.shapes, idx[choice == k]) for k, b in builds.items() if (choice == k).any()}
     order = np.concatenate([idx[choice == k] for k in parts])
     inv = np.argsort(order)
     cat = _concat(list(parts.values()))
-    return ServingRows(first.rows, _take(cat, inv), first.skipped)
+    return ServingRows(first.rows, take_shapes(cat, inv), first.skipped)
 
 
 def _concat(xs: list[SteadyShapes]) -> SteadyShapes:
@@ -178,7 +178,8 @@ def _concat(xs: list[SteadyShapes]) -> SteadyShapes:
                                                              for f in ("batch", "share", "chunked", "context")))
 
 
-def _take(x: SteadyShapes, idx: np.ndarray) -> SteadyShapes:
+def take_shapes(x: SteadyShapes, idx: np.ndarray) -> SteadyShapes:
+    """The servers ``idx`` of ``x``."""
     return SteadyShapes(x.decode.take(idx), x.prefill.take(idx), x.batch[idx], x.share[idx], x.chunked[idx], x.context[idx])
 
 
