@@ -135,10 +135,13 @@ def domain_notes(domain: dict[str, Any], item: Item, params: int | None = None) 
 
 
 def domain_note_lists(domain: dict[str, Any], items: Sequence[Item] | RequestTable,
-                      params: NDArray[np.floating] | None = None) -> list[list[str]]:
+                      params: NDArray[np.floating] | None = None,
+                      step_engines: tuple[str, frozenset[str]] | None = None) -> list[list[str]]:
     """:func:`domain_notes` of every item ((arch, request, gpu) triples or a
     :class:`RequestTable`), each row its own list; ``params``: each row's parameter count when
-    the caller has it (e.g. ``LayerBatch.params``). The notes depend only on the GPU, the engine,
+    the caller has it (e.g. ``LayerBatch.params``). ``step_engines``: ``(device group, engines)``
+    whose requests the step physics predicts with constants fitted for those engines: on a GPU of
+    that group such an engine is not an extrapolation, whatever the network's training rows held. The notes depend only on the GPU, the engine,
     the parameter count and the counts that lie outside their trained range, so they are built
     once per distinct combination of those, not once per row."""
     n = len(items)
@@ -173,8 +176,14 @@ def domain_note_lists(domain: dict[str, Any], items: Sequence[Item] | RequestTab
     # the notes of each distinct combination, from notes built once per distinct GPU, engine and value
     device_notes = [_device_note(domain, g.id) for g in gpus]
     engine_notes = [_engine_note(domain, e) for e in engines]
+    step_group, fitted = step_engines or ("", frozenset())
+    step_gpu = [gpu_group(g) == step_group for g in gpus]
+
+    def engine_note(g: int, e: int) -> str | None:
+        return None if step_gpu[g] and engines[e] in fitted else engine_notes[e]
+
     family_by_code = list(note_index)
-    per_group: list[list[str]] = [[note for note in (device_notes[g], engine_notes[e], family_by_code[f]) if note]
+    per_group: list[list[str]] = [[note for note in (device_notes[g], engine_note(g, e), family_by_code[f]) if note]
                                   for g, e, f in zip(gpu_code[first].tolist(), engine_code[first].tolist(),
                                                      family_code[first].tolist(), strict=True)]
     for lo_hi, label, outside, values in ranges:
@@ -208,6 +217,12 @@ class OutputHead:
     domain: dict[str, Any] = field(default_factory=dict)
     use_prior: bool = True
     step: StepPrior | None = None  # the step physics, for the rows of its device group
+
+    def step_engines(self) -> tuple[str, frozenset[str]] | None:
+        """``(device group, engines)`` the step physics of this head predicts with fitted constants."""
+        if self.step is None:
+            return None
+        return self.step.group, frozenset(self.step.params.engines)
 
     def network_analysis(self, analysis: LayerAnalysis) -> LayerAnalysis:
         """``analysis`` as the network must see it: a request whose engine the training data never
@@ -266,7 +281,7 @@ class OutputHead:
         empty = x.steps <= 0
         energy = np.where(empty, 0.0, energy)
         latency = np.where(empty, 0.0, latency)
-        notes = domain_note_lists(self.domain, items, analysis.batch.params)
+        notes = domain_note_lists(self.domain, items, analysis.batch.params, self.step_engines())
         q_lo, q_hi = self.intervals.log_bounds(groups, np.fromiter(map(bool, notes), dtype=bool, count=len(notes)))
         low = np.minimum(energy * np.exp(q_lo), energy)
         high = np.maximum(energy * np.exp(q_hi), energy)
