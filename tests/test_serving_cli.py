@@ -72,7 +72,7 @@ def test_predict_serving_reports_the_request_share(linear_grid, capsys):
 def test_serve_charges_carbon_in_proportion_to_energy():
     rng = np.random.default_rng(1)
     w = Workload(rng.integers(1, 400, 60), rng.integers(1, 80, 60), None, concurrency=6)
-    r = serve("llama3.1-8b", "h100", w, cost=LinearCost(), carbon_intensity=400.0, pue_value=1.2)
+    r = serve("llama3.1-8b", "h100", w, cost=LinearCost(), carbon_intensity=400.0, pue=1.2)
     frame = r.requests
     assert frame["operational_g"].to_numpy() == pytest.approx(frame["energy_j"].to_numpy() / 3.6e6 * 1.2 * 400.0)
     assert frame["energy_j"].sum() == pytest.approx(r.summary["energy_j"])
@@ -92,3 +92,16 @@ def test_shipped_calibration_belongs_to_its_checkpoint(monkeypatch, tmp_path):
         assert cal_mod.shipped_calibration() is None
     finally:
         cal_mod.shipped_calibration.cache_clear()
+
+
+def test_serve_takes_the_names_predict_uses_and_the_old_ones_with_a_warning():
+    import pytest
+
+    from llmco2.serving.workload import make_workload
+
+    w = make_workload("fixed", n=20, concurrency=4, prompt_tokens=100, output_tokens=20)
+    new = serve("llama3.1-8b", "h100", w, region="fra", pue=1.2)
+    with pytest.warns(DeprecationWarning, match="region="):
+        old = serve("llama3.1-8b", "h100", w, region_id="fra", pue_value=1.2)
+    assert new.summary["g_per_output_token"] == old.summary["g_per_output_token"]
+    assert new.assumptions["grid"]["region"] == "fra" and new.assumptions["pue"]["value"] == 1.2

@@ -266,8 +266,8 @@ def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *,
     rows, last = [], None
     for option in found:
         last = serve(arch, option.gpu, load.per_replica(option.dp), num_gpus=option.tp, tp=option.tp, engine=opts.engine,
-                     dtype=opts.dtype, region_id=assume.region, carbon_intensity=assume.carbon_intensity,
-                     pue_value=assume.pue_value(), lifetime_years=assume.lifetime_years, scope=assume.scope,
+                     dtype=opts.dtype, region=assume.region, carbon_intensity=assume.carbon_intensity,
+                     pue=assume.pue_value(), lifetime_years=assume.lifetime_years, scope=assume.scope,
                      platform=assume.platform)
         rows.append(option_row(option, last, load, Slo(slo_ttft_s, slo_tpot_s, slo_percentile)))
         if progress is not None:

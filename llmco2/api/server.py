@@ -140,8 +140,8 @@ def serve_request(request: ServedRequest, load: ServerLoad, options: RequestOpti
     result = serve(request.model, request.gpu, workload, num_gpus=request.gpus, tp=request.tp, engine=opts.engine,
                    dtype=opts.dtype, max_batch=load.max_batch, max_batched_tokens=load.max_batched_tokens,
                    chunked_prefill=load.chunked_prefill,
-                   predictor=load_predictor(opts.checkpoint) if opts.checkpoint else None, region_id=assume.region,
-                   carbon_intensity=assume.carbon_intensity, pue_value=assume.pue_value(),
+                   predictor=load_predictor(opts.checkpoint) if opts.checkpoint else None, region=assume.region,
+                   carbon_intensity=assume.carbon_intensity, pue=assume.pue_value(),
                    lifetime_years=assume.lifetime_years, calibration=calibration, scope=assume.scope,
                    platform=assume.platform)
     record = _record(request, load, result.requests.iloc[mine], result)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from llmco2.carbon.accounting import embodied_g, operational_g
+from llmco2.errors import InvalidInputError
 from llmco2.serving.calibration import Calibration, calibrate
 from llmco2.serving.costs import GridCostModel, IterationCost, idle_power_w, memory_budget
 from llmco2.serving.simulator import Schedule, SchedulerConfig, simulate
@@ -35,6 +37,18 @@ class ServingResult:
     summary: dict[str, Any]
     schedule: Schedule
     assumptions: dict[str, Any]
+
+
+def renamed(old: str, old_value: Any, new: str, new_value: Any) -> Any:
+    """The value of a parameter given by its new name or its earlier one (with a
+    :class:`DeprecationWarning`); giving both is refused."""
+    if old_value is None:
+        return new_value
+    warnings.warn(f"{old}= is renamed {new}=; the old name will be removed in the next release", DeprecationWarning,
+                  stacklevel=3)
+    if new_value is not None and new_value != old_value:
+        raise InvalidInputError(f"give {new} once ({old} is its old name)", field=new)
+    return old_value
 
 
 def summarise(schedule: Schedule) -> dict[str, Any]:
@@ -143,9 +157,10 @@ def server_setup(model: str | ModelArch, gpu: str | GPU, num_gpus: int = 1, tp: 
 def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: int = 1, tp: int | None = None,
           engine: str = "vllm", dtype: str = "bf16", max_batch: int = 256, max_batched_tokens: int = 8192,
           chunked_prefill: bool = True, predictor: Any = None, cost: IterationCost | None = None,
-          energy_scale: float = 1.0, region_id: str | None = None, carbon_intensity: float | None = None,
-          pue_value: float | str | None = None, lifetime_years: float | None = None,
-          calibration: Calibration | None = None, scope: str = "gpu", platform: str | None = None) -> ServingResult:
+          energy_scale: float = 1.0, region: str | None = None, carbon_intensity: float | None = None,
+          pue: float | str | None = None, lifetime_years: float | None = None,
+          calibration: Calibration | None = None, scope: str = "gpu", platform: str | None = None,
+          region_id: str | None = None, pue_value: float | str | None = None) -> ServingResult:
     """Simulate ``workload`` on ``num_gpus`` x ``gpu`` serving ``model`` with ``engine``.
 
     ``cost`` defaults to a :class:`GridCostModel` of the step physics with the shipped constants
@@ -160,8 +175,14 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
     the server-scope figures on ``platform`` (default: the GPU's usual platform) are reported on both scopes: the
     frame's ``server_j``, ``host_j``, ... columns (:func:`server_columns`) and the summary's ``server_energy_j``,
     ``server_j_per_output_token`` and ``server_average_power_w`` (wall power over the makespan, W).
+
+    ``region`` and ``pue`` are the names :func:`llmco2.predict` uses; ``region_id`` and ``pue_value``,
+    their earlier spellings, still work with a :class:`DeprecationWarning`.
     """
     from llmco2.carbon.assumptions import resolve_assumptions
+
+    region_id = renamed("region_id", region_id, "region", region)
+    pue_value = renamed("pue_value", pue_value, "pue", pue)
 
     arch, dev, req = server_setup(model, gpu, num_gpus, tp, engine, dtype)
     memory = memory_budget(arch, dev, req)
