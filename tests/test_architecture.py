@@ -2,10 +2,11 @@
 ``llmco2`` (at module level, inside a function, or under ``if TYPE_CHECKING:``) goes to the same
 stage or an earlier one of
 specs -> analytic -> graph -> data -> measure -> physics -> prediction -> carbon -> serving ->
-training -> api -> cli
+training -> api -> ui -> cli
 (serving builds on carbon's accounting; training needs torch and nothing before it does; the use
-cases live in ``llmco2.api``, and only ``llmco2.cli`` parses flags). No module outside ``cli``
-imports it, and no module imports another's private (``_``-prefixed) names.
+cases live in ``llmco2.api``, the calculator page in ``llmco2.ui``, and only ``llmco2.cli`` parses
+flags). No module outside ``cli`` imports it, and no module imports another's private
+(``_``-prefixed) names.
 
 Run as a script to print the graph's loops and the imports against the stage order:
 ``python tests/test_architecture.py``.
@@ -30,7 +31,7 @@ UNTIED = (("llmco2.measure.meter", "llmco2.measure.windows"), ("llmco2.cli.predi
 
 #: The stages, earliest first: a module may import its own stage and earlier ones.
 STAGES = ("specs", "analytic", "graph", "data", "measure", "physics", "prediction", "carbon", "serving", "training",
-          "api", "cli")
+          "api", "ui", "cli")
 #: Modules outside the stage packages, shared by every stage (before the first). The package
 #: itself (its lazy re-exports of the API) sits with the API.
 SHARED = ("llmco2.version", "llmco2.errors", "llmco2.file_checks", "llmco2.config_checks", "llmco2.resumable_output",

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from llmco2.cli import analyze, checkpoint, compare, data, measure, predict, report, sample
+from llmco2.cli import analyze, checkpoint, compare, data, measure, predict, report, sample, ui
 from llmco2.cli.boundary import check_combinations, check_outputs_are_not_inputs, check_values
 from llmco2.cli.common import EXIT_USAGE, Parser
 from llmco2.cli.flags import as_command_line
@@ -23,8 +23,9 @@ Handler = Callable[[argparse.Namespace], int]
 #: Modules of the optional extras (``pip install 'llmco2[EXTRA]'``) -> the extra that brings them.
 EXTRA_OF = {"torch": "train", "torch_geometric": "train", "hydra": "train", "omegaconf": "train", "sklearn": "train",
             "skops": "train", "pynvml": "measure", "transformers": "measure", "accelerate": "measure",
-            "dask": "cluster", "distributed": "cluster", "matplotlib": "plots"}
-COMMAND_MODULES = (analyze, data, sample, measure, predict, compare, report, checkpoint)
+            "dask": "cluster", "distributed": "cluster", "matplotlib": "plots", "fastapi": "ui", "uvicorn": "ui",
+            "starlette": "ui", "multipart": "ui", "python_multipart": "ui"}
+COMMAND_MODULES = (analyze, data, sample, measure, predict, compare, report, checkpoint, ui)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[tuple[str, str | None], Handler]]:
