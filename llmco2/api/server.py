@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmco2.api.options import Assumptions, RequestOptions
 from llmco2.errors import InvalidInputError
+from llmco2.specs.limits import MAX_SIMULATED_REQUESTS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,7 +38,9 @@ MIN_RATE = 1.0 / 86_400
 @dataclass(frozen=True)
 class ServedRequest:
     """The request and the server it runs on: ``batch_size`` copies of (``prompt_tokens``,
-    ``generated_tokens``) on ``gpus`` x ``gpu`` serving ``model`` (tensor-parallel degree ``tp``)."""
+    ``generated_tokens``) on ``gpus`` x ``gpu`` serving ``model``: ``dp`` data-parallel replicas
+    (engine instances, each with the whole model on ``gpus / dp`` GPUs, tensor-parallel degree
+    ``tp``) that share the load evenly; the request runs on one of them."""
 
     model: str | ModelArch
     gpu: str | GPU
@@ -46,6 +49,12 @@ class ServedRequest:
     batch_size: int = 1
     gpus: int = 1
     tp: int | None = None
+    dp: int = 1
+
+    @property
+    def replica_gpus(self) -> int:
+        """GPUs of one replica."""
+        return self.gpus // self.dp
 
 
 @dataclass(frozen=True)
@@ -85,8 +94,9 @@ def check_load(request: ServedRequest, load: ServerLoad) -> None:
     if load.rate is not None and load.rate < MIN_RATE:
         raise InvalidInputError(f"{load.rate:g} requests/s is below {MIN_RATE:g} (one request a day): the server would idle for "
                                 f"{1 / load.rate:.3g} s between requests and charge that idle energy to them", field="rate")
-    if load.serving_requests < 1:
-        raise InvalidInputError(f"must be >= 1, got {load.serving_requests}", field="serving_requests")
+    if not 1 <= load.serving_requests <= MAX_SIMULATED_REQUESTS:
+        raise InvalidInputError(f"must be from 1 to {MAX_SIMULATED_REQUESTS:,} requests, got {load.serving_requests:,}",
+                                field="serving_requests")
     if load.background not in BACKGROUNDS:
         raise InvalidInputError(f"must be one of {', '.join(BACKGROUNDS)}, got {load.background!r}", field="background")
     for name in ("prompt_tokens", "generated_tokens"):
@@ -94,6 +104,12 @@ def check_load(request: ServedRequest, load: ServerLoad) -> None:
             raise InvalidInputError(f"must be >= 1, got {getattr(request, name)}", field=name)
     if request.batch_size < 1:
         raise InvalidInputError(f"must be >= 1, got {request.batch_size}", field="batch_size")
+    if request.dp < 1 or request.gpus % request.dp:
+        raise InvalidInputError(f"the {request.dp} data-parallel replicas must share the {request.gpus} GPUs evenly "
+                                "(GPUs = replicas x GPUs per replica)", field="dp")
+    if load.concurrency is not None and load.concurrency < request.dp:
+        raise InvalidInputError(f"a closed loop of {load.concurrency} cannot keep {request.dp} replicas busy; give at least "
+                                "one request per replica", field="concurrency")
 
 
 def serving_workload(request: ServedRequest, load: ServerLoad) -> tuple[Any, np.ndarray]:
@@ -102,7 +118,7 @@ def serving_workload(request: ServedRequest, load: ServerLoad) -> tuple[Any, np.
 
     from llmco2.serving.workload import Workload, poisson_arrivals, trace_lengths
 
-    n, copies = load.serving_requests, request.batch_size
+    n, copies, dp = load.serving_requests, request.batch_size, request.dp
     if load.background == "fixed":
         prompt, output = np.full(n, request.prompt_tokens), np.full(n, request.generated_tokens)
     else:
@@ -111,14 +127,16 @@ def serving_workload(request: ServedRequest, load: ServerLoad) -> tuple[Any, np.
     prompt = np.insert(prompt, at, np.full(copies, request.prompt_tokens))
     output = np.insert(output, at, np.full(copies, request.generated_tokens))
     mine = np.arange(at, at + copies)
+    of = f" (one of {dp} replicas)" if dp > 1 else ""
     if load.concurrency is not None:
-        return Workload(prompt, output, None, load.concurrency, f"{load.background} background, closed loop of "
-                                                                f"{load.concurrency}"), mine
+        clients = -(-load.concurrency // dp)  # the replica's share of the closed loop, rounded up
+        return Workload(prompt, output, None, clients, f"{load.background} background, closed loop of "
+                                                       f"{clients}{of}"), mine
     assert load.rate is not None  # check_load
-    arrivals = poisson_arrivals(len(prompt), load.rate, load.seed)
+    arrivals = poisson_arrivals(len(prompt), load.rate / dp, load.seed)
     arrivals[mine] = arrivals[at]  # the copies arrive together
     return Workload(prompt, output, np.maximum.accumulate(arrivals), None,
-                    f"{load.background} background, Poisson {load.rate:g} req/s"), mine
+                    f"{load.background} background, Poisson {load.rate / dp:g} req/s{of}"), mine
 
 
 def serve_request(request: ServedRequest, load: ServerLoad, options: RequestOptions | None = None,
@@ -130,14 +148,14 @@ def serve_request(request: ServedRequest, load: ServerLoad, options: RequestOpti
 
     opts, assume = options or RequestOptions(dtype="bf16"), assumptions or Assumptions()
     check_load(request, load)
-    server_setup(request.model, request.gpu, request.gpus, request.tp, opts.engine, opts.dtype)  # bad input before loading
+    server_setup(request.model, request.gpu, request.replica_gpus, request.tp, opts.engine, opts.dtype)  # bad input first
     workload, mine = serving_workload(request, load)
     calibration = None
     if opts.checkpoint and load.calibration:
         from llmco2.serving.calibration import shipped_calibration
 
         calibration = shipped_calibration()  # applied only where it belongs to the given checkpoint
-    result = serve(request.model, request.gpu, workload, num_gpus=request.gpus, tp=request.tp, engine=opts.engine,
+    result = serve(request.model, request.gpu, workload, num_gpus=request.replica_gpus, tp=request.tp, engine=opts.engine,
                    dtype=opts.dtype, max_batch=load.max_batch, max_batched_tokens=load.max_batched_tokens,
                    chunked_prefill=load.chunked_prefill,
                    predictor=load_predictor(opts.checkpoint) if opts.checkpoint else None, region=assume.region,
@@ -156,7 +174,7 @@ def _record(request: ServedRequest, load: ServerLoad, rows: Any, result: Any) ->
     ttft, e2e = float(rows["ttft_s"].max()), float(rows["e2e_s"].max())
     server = result.assumptions["server"]
     return {
-        "model": server["model"], "gpu": server["gpu"], "num_gpus": server["num_gpus"], "engine": server["engine"],
+        "model": server["model"], "gpu": server["gpu"], "num_gpus": server["num_gpus"] * request.dp, "engine": server["engine"],
         "batch_size": request.batch_size, "prompt_tokens": request.prompt_tokens,
         "generated_tokens": request.generated_tokens,
         "energy_j": {"prefill": float(rows["prefill_j"].sum()), "decode": float(rows["decode_j"].sum()),
@@ -172,6 +190,7 @@ def _record(request: ServedRequest, load: ServerLoad, rows: Any, result: Any) ->
                     **{k: s[k] for k in ("requests", "j_per_output_token", "j_per_output_token_interval", "gpu_utilisation", "average_power_w",
                                          "mean_batch", "makespan_s", "preemptions", "ttft_s", "tpot_s",
                                          "server_j_per_output_token", "server_average_power_w")},
+                    **replicated(s, request.dp),
                     "limits": {k: server[k] for k in ("max_batch", "max_batched_tokens", "chunked_prefill",
                                                       "kv_capacity_tokens")},
                     "idle_w": server["idle_w"], "idle_source": server["idle_source"], "calibration": server["calibration"],
@@ -179,6 +198,16 @@ def _record(request: ServedRequest, load: ServerLoad, rows: Any, result: Any) ->
         "assumptions": {**{k: v for k, v in result.assumptions.items() if k not in ("server", "workload")},
                         "scope": served_scope(result.assumptions["scope"], rows)},
     }
+
+
+def replicated(summary: dict[str, Any], dp: int) -> dict[str, Any]:
+    """The entries of a served request's ``serving`` block that count the whole server when it has
+    ``dp`` replicas: power (W) is ``dp`` times one replica's; ``requests`` and ``makespan_s`` stay
+    those of the simulated replica."""
+    if dp == 1:
+        return {}
+    return {"replicas": dp, "average_power_w": summary["average_power_w"] * dp,
+            "server_average_power_w": summary["server_average_power_w"] * dp}
 
 
 def served_scope(entry: dict[str, Any], rows: Any) -> dict[str, Any]:

@@ -42,7 +42,7 @@ OUTPUT_OPTIONS = ("out", "csv")
 
 #: ``predict`` options of the serving simulation, and their defaults: without ``--serving`` they would be ignored.
 SERVING_ONLY = {"concurrency": None, "rate": None, "background": "conv", "serving_requests": 2000, "max_batch": 256,
-                "max_batched_tokens": 8192, "chunked_prefill": True, "seed": 0, "no_calibration": False}
+                "max_batched_tokens": 8192, "chunked_prefill": True, "seed": 0, "no_calibration": False, "dp": 1}
 #: ``predict`` options of the isolated-request analysis that the serving simulation does not take.
 IGNORED_WITH_SERVING = {"causal": False, "flash_attention": True, "act_dtype": None, "kv_dtype": None}
 

@@ -25,6 +25,8 @@ def add_serving_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--chunked-prefill", action=argparse.BooleanOptionalAction, default=True,
                    help="mix prompt chunks with decodes (default) or prefill whole prompts in their own iterations")
     g.add_argument("--seed", type=int, default=0, help="seed of the background lengths and arrivals")
+    g.add_argument("--dp", type=int, default=1, metavar="N",
+                   help="data-parallel replicas sharing the load (--gpus counts them all; default: --dp x --tp GPUs)")
     g.add_argument("--no-calibration", action="store_true",
                    help="with --checkpoint (a learned cost model): skip the shipped correction fitted for the default checkpoint")
     if "--engine" not in p._option_string_actions:
@@ -41,9 +43,10 @@ def run_serving(args: argparse.Namespace) -> int:
         raise InvalidInputError(f"--serving needs {', '.join(missing)}", field="--serving")
     if getattr(args, "requests", None):
         raise InvalidInputError("--serving predicts one request; it does not take --requests", field="--serving")
+    gpus = args.gpus if args.gpus is not None else args.dp * (args.tp or 1)
     request = ServedRequest(args.model, args.gpu, prompt_tokens=args.prompt_tokens, generated_tokens=args.gen_tokens,
-                            batch_size=1 if args.batch_size is None else args.batch_size,
-                            gpus=1 if args.gpus is None else args.gpus, tp=args.tp)
+                            batch_size=1 if args.batch_size is None else args.batch_size, gpus=gpus, tp=args.tp,
+                            dp=args.dp)
     load = ServerLoad(concurrency=args.concurrency, rate=args.rate, background=args.background,
                       serving_requests=args.serving_requests, max_batch=args.max_batch,
                       max_batched_tokens=args.max_batched_tokens, chunked_prefill=args.chunked_prefill, seed=args.seed,
@@ -63,7 +66,8 @@ def _print(record: dict[str, Any]) -> None:
     console = Console()
     sv = record["serving"]
     load = f"{sv['load']['concurrency']} concurrent" if sv["load"]["concurrency"] else f"{sv['load']['rate_per_s']:g} req/s"
-    t = Table(title=f"{record['model']} on {record['num_gpus']} x {record['gpu']} ({record['engine']}), {load}")
+    replicas = f" in {sv['replicas']} replicas" if sv.get("replicas") else ""
+    t = Table(title=f"{record['model']} on {record['num_gpus']} x {record['gpu']}{replicas} ({record['engine']}), {load}")
     for col in ("", "prefill", "decode", "total"):
         t.add_column(col, justify="left" if not col else "right")
     e, lat = record["energy_j"], record["latency_s"]

@@ -91,8 +91,8 @@ def trace_lengths(which: str, n: int | None = None, seed: int = 0) -> tuple[NDAr
     output = z[f"{which}_output"].astype(np.int64)
     offsets = z[f"{which}_offsets"].astype(np.float64)
     if n is not None:
-        if n < 1:
-            raise InvalidInputError(f"must be >= 1 request, got {n}", field="requests_count")
+        if not 1 <= n <= MAX_SIMULATED_REQUESTS:
+            raise InvalidInputError(f"must be from 1 to {MAX_SIMULATED_REQUESTS:,} requests, got {n:,}", field="requests_count")
         idx = np.random.default_rng(seed).integers(0, len(prompt), size=n)
         return prompt[idx], output[idx], np.sort(offsets[idx])
     return prompt, output, offsets
