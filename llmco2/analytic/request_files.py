@@ -341,13 +341,17 @@ def request_rows(path: Path, header: list[str]) -> int:
 
 
 def iter_request_chunks(path: Path, defaults: RowDefaults | None = None, chunk_rows: int | None = None,
-                        rows: tuple[int, int | None] = (0, None)) -> Iterator[RequestChunk]:
+                        rows: tuple[int, int | None] = (0, None),
+                        rejects: list[Reject] | None = None) -> Iterator[RequestChunk]:
     """Parsed, validated chunks of a request file (``.parquet``/``.pq``: Parquet; else CSV) of at
     most ``chunk_rows`` rows (default :data:`CHUNK_ROWS`), aligned with the start of the file.
 
     ``rows``: ``(start, stop)``, the rows wanted (0-based; ``stop`` None: to the end of the file);
     ``start`` is a multiple of ``chunk_rows``. The rows before are read but not parsed, so the
-    chunks are those of the whole file (the same arithmetic on the same rows)."""
+    chunks are those of the whole file (the same arithmetic on the same rows).
+
+    ``rejects``: when given, a row that fails its checks is left out of its chunk and appended
+    here (its line and the reason) instead of stopping the file; a chunk may then hold fewer rows."""
     chunk_rows = chunk_rows or CHUNK_ROWS
     start, stop = rows
     if start % chunk_rows:
@@ -372,12 +376,50 @@ def iter_request_chunks(path: Path, defaults: RowDefaults | None = None, chunk_r
         try:
             table = parse_chunk(header, batch, lines, resolver, check_context)
         except InvalidInputError as exc:
-            message = str(exc) if parquet else with_physical_line(path, str(exc))
-            raise InvalidInputError(f"{path}, {message}", field=None) from None
+            if rejects is None:
+                message = str(exc) if parquet else with_physical_line(path, str(exc))
+                raise InvalidInputError(f"{path}, {message}", field=None) from None
+            good = good_rows(header, batch, lines, resolver, check_context, rejects)
+            if not len(good):
+                line += batch.num_rows
+                continue
+            take = pa.array(good)
+            batch, native = batch.take(take), native.take(take) if native is not None else None
+            table = parse_chunk(header, batch, lines[good], resolver, check_context)
         yield RequestChunk(header, batch, table, line, native)
-        line += batch.num_rows
+        line += len(lines)
     if line == 2 and not start:
         raise InvalidInputError(f"{path} has a header but no requests", field="requests")
+
+
+@dataclass(frozen=True)
+class Reject:
+    """A row of a request file left out (``on_error="skip"``): its line (the header is line 1) and why."""
+
+    line: int
+    reason: str
+
+
+def good_rows(header: list[str], batch: pa.RecordBatch, lines: NDArray[np.int64], resolver: Resolver, check_context: bool,
+              rejects: list[Reject]) -> NDArray[np.int64]:
+    """Indices of the rows of ``batch`` that pass their checks; each other row is appended to
+    ``rejects`` with the reason its own check gave. Halves of the batch are checked in turn, so a
+    few bad rows among thousands cost a few dozen checks, not one per row."""
+    def check(lo: int, hi: int) -> list[int]:
+        part = batch.slice(lo, hi - lo)
+        try:
+            parse_chunk(header, part, lines[lo:hi], resolver, check_context)
+            return list(range(lo, hi))
+        except InvalidInputError as exc:
+            if hi - lo == 1:
+                text = str(exc)
+                prefix = f"line {int(lines[lo])}: "
+                rejects.append(Reject(int(lines[lo]), text[len(prefix):] if text.startswith(prefix) else text))
+                return []
+        mid = (lo + hi) // 2
+        return check(lo, mid) + check(mid, hi)
+
+    return np.asarray(check(0, batch.num_rows), dtype=np.int64)
 
 
 def count_rows(path: Path) -> int | None:

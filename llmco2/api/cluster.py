@@ -78,6 +78,9 @@ def check_cluster_options(job: FileJob) -> None:
             raise InvalidInputError(f"{job.requests!r} {what}; give one file, or predict many with --cluster local (or "
                                     "a scheduler address) and --out FOLDER", field="requests")
         return
+    if job.on_error != "raise":
+        raise InvalidInputError("rows are left out (--on-error skip) by single-process runs only: run predict --requests "
+                                "FILE --on-error skip per file", field="on_error")
     if job.assumptions.intensity is not None:
         raise InvalidInputError("hourly intensities are applied by single-process runs only: run predict --requests FILE "
                                 "--intensity-file CSV per file, or drop --intensity-file to use --region's annual average",

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from llmco2.analytic.request_files import Reject
 from llmco2.api.chunks import (  # noqa: F401 - PREDICTION_COLUMNS and prediction_arrays are used from here too
     PREDICTION_COLUMNS,
     batch_totals,
@@ -139,8 +140,12 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
     engine = get_engine(job.options.engine).id
     start = time.perf_counter()
     predictor = load_predictor(job.options.checkpoint)
-    chunks = iter_request_chunks(src, defaults=job.options.row_defaults())
-    first = next(chunks)  # header and first rows checked before anything is written
+    rejects: list[Reject] | None = [] if job.on_error == "skip" else None
+    chunks = iter_request_chunks(src, defaults=job.options.row_defaults(), rejects=rejects)
+    first = next(chunks, None)  # header and first rows checked before anything is written
+    if first is None:
+        why = f" (the first: line {rejects[0].line}: {rejects[0].reason})" if rejects else ""
+        raise InvalidInputError(f"every row of {src} was left out{why}", field="requests")
     keep = kept_columns(src, first.header)
     names = [first.header[i] for i in keep]
     gpus = first.table.gpus if first_chunk_gpus_suffice(first.table.gpus, len(first.table), job) else file_gpus(src)
@@ -209,8 +214,35 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
                      f"{engine} (rows without an engine column), grid {g['g_co2eq_per_kwh']:g} g/kWh "
                      f"({g['region'] or 'user value'}), PUE {assume['pue']['value']:g}; {extrapolated:,} extrapolated\n")
     totals = totals_record(output.counts, n, job.assumptions.scope)
+    if rejects is not None:
+        totals["rejected_rows"] = len(rejects)
+        if rejects:
+            sys.stderr.write(f"left out {len(rejects):,} rows that failed their checks (lines and reasons: "
+                             f"{write_rejects(out, rejects)})\n")
     sys.stderr.write(totals_line(totals) + f" -> {write_totals(out, totals, assume)}\n")
     return 0
+
+
+def write_rejects(out: Path, rejects: list[Reject]) -> Path:
+    """Write the rows a job left out beside its output (``OUT.rejects.csv``: ``line,reason``, the
+    header is line 1 of the input), atomically; returns its path."""
+    import csv
+    import os
+    import tempfile
+
+    path = out.with_name(out.name + ".rejects.csv")
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["line", "reason"])
+            writer.writerows((r.line, r.reason) for r in sorted(rejects, key=lambda r: r.line))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
 
 
 def write_totals(out: Path, totals: dict[str, Any], assume: dict[str, Any]) -> Path:

@@ -160,6 +160,10 @@ class ClusterOptions:
     verbose: bool = False
 
 
+#: What a request-file job does with a row that fails its checks.
+ON_ERROR = ("raise", "skip")
+
+
 @dataclass(frozen=True)
 class FileJob:
     """A request-file job: the file (or, on a cluster, a folder or glob), where the predictions go,
@@ -170,13 +174,20 @@ class FileJob:
     options: RequestOptions = field(default_factory=RequestOptions)
     assumptions: Assumptions = field(default_factory=Assumptions)
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    #: ``raise``: a row that fails its checks stops the job (nothing is written); ``skip``: it is
+    #: left out, and listed with its line and reason in ``OUT.rejects.csv``.
+    on_error: str = "raise"
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ON_ERROR:
+            raise InvalidInputError(f"must be one of {', '.join(ON_ERROR)}, got {self.on_error!r}", field="on_error")
 
     def fingerprint_options(self) -> dict[str, Any]:
         """Every option of the job that changes its output, as JSON-ready values (what a resumed
         run must share with the run it continues; the cluster and its workers may differ)."""
         values = {**asdict(self.options), **{k: v for k, v in asdict(self.assumptions).items() if k != "intensity"},
                   "intensity": None if self.assumptions.intensity is None else str(self.assumptions.intensity),
-                  "partition_rows": self.cluster.partition_rows}
+                  "partition_rows": self.cluster.partition_rows, "on_error": self.on_error}
         return {k: v for k, v in sorted(values.items()) if not (isinstance(v, float) and not math.isfinite(v))}
 
     @property

@@ -44,7 +44,7 @@ OUTPUT_OPTIONS = ("out", "csv")
 SERVING_ONLY = {"concurrency": None, "rate": None, "background": "conv", "serving_requests": 2000, "max_batch": 256,
                 "max_batched_tokens": 8192, "chunked_prefill": True, "seed": 0, "no_calibration": False, "dp": 1}
 #: ``predict`` options of the isolated-request analysis that the serving simulation does not take.
-IGNORED_WITH_SERVING = {"causal": False, "flash_attention": True, "act_dtype": None, "kv_dtype": None}
+IGNORED_WITH_SERVING = {"causal": False, "flash_attention": True, "act_dtype": None, "kv_dtype": None, "on_error": "raise"}
 
 
 def option_name(dest: str) -> str:
@@ -103,6 +103,7 @@ def check_outputs_are_not_inputs(args: argparse.Namespace) -> None:
             check_not_an_input(out, inputs, field)
             if args.command == "predict" and dest == "out" and getattr(args, "requests", None):
                 check_not_an_input(out + ".totals.json", inputs, field)  # the totals written beside the output
+                check_not_an_input(out + ".rejects.csv", inputs, field)  # the rows left out by --on-error skip
 
 
 def _check_serving_options(args: argparse.Namespace) -> None:

@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
                         "[, num_gpus, tensor_parallel, dtype, flash_attention, engine]); read in chunks; needs --out")
     p.add_argument("--out", default=None, metavar="CSV", help="with --requests: the input columns plus predictions "
                                                                "(committed in chunks; after Ctrl-C the same command resumes)")
+    p.add_argument("--on-error", default="raise", choices=("raise", "skip"),
+                   help="with --requests: a row that fails its checks stops the run (raise, default) or is left out and "
+                        "listed in OUT.rejects.csv (skip)")
     p.add_argument("--region", default=None, help="grid region: ISO country code (fra, us, ...), cloud region "
                                                     "(aws:us-east-1, gcp:europe-west4, azure:westeurope) or world (default)")
     p.add_argument("--carbon-intensity", type=float, default=None, metavar="G_PER_KWH", help="grid intensity, g CO2eq/kWh")
@@ -94,9 +97,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
             raise InvalidInputError("give either --intensity-file or --carbon-intensity, not both", field="--intensity-file")
         cluster = ClusterOptions(address=args.cluster, workers=args.workers, partition_rows=args.partition_rows,
                                  verbose=args.verbose)
-        return predict_file(FileJob(args.requests, args.out, request_options(args), assumptions(args), cluster))
+        return predict_file(FileJob(args.requests, args.out, request_options(args), assumptions(args), cluster,
+                                    on_error=args.on_error))
     from llmco2.api.single import single_prediction
 
+    if args.on_error != "raise":
+        raise InvalidInputError("only applies with --requests FILE (a single request has no rows to leave out)",
+                                field="--on-error")
     _check_single(args)
     record, (arch, req, gpu) = single_prediction(
         args.model, args.gpu, batch_size=args.batch_size, prompt_tokens=args.prompt_tokens, generated_tokens=args.gen_tokens,
