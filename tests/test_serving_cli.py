@@ -105,3 +105,16 @@ def test_serve_takes_the_names_predict_uses_and_the_old_ones_with_a_warning():
         old = serve("llama3.1-8b", "h100", w, region_id="fra", pue_value=1.2)
     assert new.summary["g_per_output_token"] == old.summary["g_per_output_token"]
     assert new.assumptions["grid"]["region"] == "fra" and new.assumptions["pue"]["value"] == 1.2
+
+
+def test_report_trace_serving_costs_with_the_step_physics_as_predict_serving_does(tmp_path, capsys):
+    import json
+
+    from tests.helpers import run_cli
+
+    code, out, err = run_cli(["report", "trace", "--serving", "--trace", "code", "--model", "llama3.1-8b", "--gpu", "h100",
+                              "--concurrency", "4", "--sweep-gpus", "h100", "--sweep-engines", "vllm", "--sweep-requests", "20",
+                              "-o", str(tmp_path / "x.png"), "--json"], capsys)
+    assert code == 0 and "WARNING" not in err, err
+    served = json.loads(out)["served"]
+    assert served["server"]["cost_model"] == "step physics" and served["j_per_output_token_interval"] is not None

@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     sv.add_argument("--sweep-engines", default="vllm,tensorrt-llm", metavar="LIST", help="engines of the load figure")
     sv.add_argument("--sweep-requests", type=int, default=600, metavar="N", help="trace requests per point of the figure (default 600)")
     sv.add_argument("--seed", type=int, default=0)
-    sv.add_argument("--no-calibration", action="store_true", help="skip the shipped correction fitted on ML.ENERGY v3")
+    sv.add_argument("--no-calibration", action="store_true", help="with --checkpoint (a learned cost model): skip the shipped correction fitted for the default checkpoint")
     _carbon_args(tr)
     cmp_ = rsub.add_parser("compare", help="which GPU type and count emits least for a request")
     cmp_.add_argument("--model", required=True)
@@ -171,13 +171,16 @@ def _trace_served(args: argparse.Namespace) -> int:
         raise InvalidInputError("name at least one engine (e.g. vllm)", field="--sweep-engines")
     from llmco2.serving.calibration import shipped_calibration
 
-    predictor = load_predictor(args.checkpoint)
-    calibration = None if args.no_calibration or args.checkpoint else shipped_calibration()
+    # as predict --serving: the step physics, or the given checkpoint as the cost model (with the
+    # shipped correction, which applies only to the checkpoint it was fitted for)
+    predictor = load_predictor(args.checkpoint) if args.checkpoint else None
+    calibration = shipped_calibration() if args.checkpoint and not args.no_calibration else None
+    carbon = {("region" if k == "region_id" else "pue" if k == "pue_value" else k): v for k, v in _assumptions(args).items()}
     result = trace_served(args.trace, args.model, args.gpu, args.gpus, args.engine, args.rate, args.concurrency, args.seed,
-                          args.dtype, predictor, calibration, **_assumptions(args))
+                          args.dtype, predictor, calibration, **carbon)
     summary = served_summary(result)
     frame = load_sweep(args.model, servers, engines, args.trace, n=args.sweep_requests, seed=args.seed, dtype=args.dtype,
-                       predictor=predictor, calibration=calibration, **_assumptions(args))
+                       predictor=predictor, calibration=calibration, **carbon)
     plot_load_sweep(frame, out, f"{args.model}, Azure {args.trace} trace lengths ({args.sweep_requests} requests per point)")
     if args.csv:
         result.requests.to_csv(args.csv, index=False)
