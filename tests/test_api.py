@@ -1,4 +1,4 @@
-"""The Python API (DESIGN.md convention 10): ``llmco2.predict`` equals ``llmco2 predict --json``,
+"""The Python API (convention 10 (docs/reference/conventions.md)): ``llmco2.predict`` equals ``llmco2 predict --json``,
 ``llmco2.predict_frame`` equals ``predict --requests``, bad input raises the command's message, and
 ``import llmco2`` stays cheap."""
 
@@ -113,13 +113,13 @@ def test_api_errors_name_parameters_and_the_command_line_its_flags(capsys: pytes
     assert code == 2 and err.startswith("llmco2: error: --timestamp: ")
 
 
-def test_old_spelling_gen_tokens_warns_and_gives_the_same_prediction() -> None:
+def test_gen_tokens_of_convention_10_is_generated_tokens() -> None:
     new = llmco2.predict("llama3.1-8b", "h100", **ARGS).to_dict()
     old_args = {**ARGS, "gen_tokens": ARGS["generated_tokens"]}
     del old_args["generated_tokens"]
-    with pytest.warns(DeprecationWarning, match="generated_tokens"):
-        old = llmco2.predict("llama3.1-8b", "h100", **old_args).to_dict()
-    assert old == new
+    assert llmco2.predict("llama3.1-8b", "h100", **old_args).to_dict() == new
+    with pytest.raises(InvalidInputError, match="give generated_tokens once"):
+        llmco2.predict("llama3.1-8b", "h100", **ARGS, gen_tokens=ARGS["generated_tokens"] + 1)
     with pytest.raises(InvalidInputError, match="unknown option 'regoin'"):
         llmco2.predict("llama3.1-8b", "h100", **ARGS, regoin="FR")
 

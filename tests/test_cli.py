@@ -1,4 +1,4 @@
-"""The `llmco2 analyze` command: JSON shape (DESIGN.md convention 2), tables, batch mode, and
+"""The `llmco2 analyze` command: JSON shape (convention 2 (docs/reference/conventions.md)), tables, batch mode, and
 bad input -> exit code 2 with one line and no traceback (convention 7)."""
 
 from __future__ import annotations

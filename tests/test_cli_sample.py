@@ -1,4 +1,4 @@
-"""`llmco2 sample` (DESIGN.md convention 5): columns, reproducibility, bad input."""
+"""`llmco2 sample` (convention 5 (docs/reference/conventions.md)): columns, reproducibility, bad input."""
 
 from __future__ import annotations
 

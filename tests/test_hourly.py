@@ -1,4 +1,4 @@
-"""Hourly grid intensity (DESIGN.md convention 11): reading intensity files (llmco2 and Electricity
+"""Hourly grid intensity (convention 11 (docs/reference/conventions.md)): reading intensity files (llmco2 and Electricity
 Maps layouts), looking requests up by hour and region, and ``--intensity-file`` on the command line."""
 
 from __future__ import annotations

@@ -343,7 +343,7 @@ def as_number(x: float) -> int | float:
 
 
 def phase_record(analysis: LayerAnalysis, phase: str, name: str, i: int = 0) -> dict[str, Any]:
-    """One kernel's features in one phase for request ``i`` (the DESIGN.md layer JSON)."""
+    """One kernel's features in one phase for request ``i`` (the layer JSON of convention 2, docs/reference/conventions.md)."""
     c = analysis.costs[phase][name]
     r = analysis.roofline[phase][name]
     return {

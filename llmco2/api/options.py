@@ -17,7 +17,6 @@ Example:
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -196,14 +195,13 @@ class FileJob:
 
 
 def generated_tokens_of(generated_tokens: int | None, extra: dict[str, Any]) -> int:
-    """``generated_tokens``, or the older spelling ``gen_tokens`` (taken out of ``extra``, with a
-    :class:`DeprecationWarning`); one of the two must be given."""
+    """``generated_tokens``, or its short spelling ``gen_tokens`` (the command line's ``--gen-tokens``,
+    kept by convention 10, docs/reference/conventions.md; taken out of ``extra``); one of the two
+    must be given."""
     old = extra.pop("gen_tokens", None)
     if old is not None:
-        warnings.warn("gen_tokens= is renamed generated_tokens=; the old name will be removed in the next release",
-                      DeprecationWarning, stacklevel=3)
         if generated_tokens is not None and generated_tokens != old:
-            raise InvalidInputError("give generated_tokens once (gen_tokens is its old name)", field="generated_tokens")
+            raise InvalidInputError("give generated_tokens once (gen_tokens is the same parameter)", field="generated_tokens")
         generated_tokens = old
     if generated_tokens is None:
         raise InvalidInputError("is required: the tokens generated per sequence", field="generated_tokens")

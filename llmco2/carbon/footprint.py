@@ -90,7 +90,7 @@ class Footprint:
                 "total": [float(self.total_low_j[i]), float(self.total_high_j[i])]}
 
     def record(self, i: int = 0) -> dict[str, Any]:
-        """One request as the JSON of ``llmco2 predict`` (DESIGN.md convention 3)."""
+        """One request as the JSON of ``llmco2 predict`` (convention 3 (docs/reference/conventions.md))."""
         emb = float(self.embodied_g[i])
         out = {
             "energy_j": {"prefill": float(self.prefill_j[i]), "decode": float(self.decode_j[i]), "total": float(self.total_j[i])},

@@ -1,4 +1,4 @@
-"""``llmco2 sample``: draw configurations to measure or predict (DESIGN.md convention 5).
+"""``llmco2 sample``: draw configurations to measure or predict (convention 5 (docs/reference/conventions.md)).
 
 The sampler's settings live in ``conf/sampler/{focused,random}.yaml``; this command composes that
 config (falling back to the classes' defaults when the conf folder is not installed) and applies
