@@ -226,3 +226,12 @@ def test_the_api_docstring_examples_run() -> None:
     for module in (llmco2.api.options, llmco2.api.single, llmco2.api.server):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_predict_over_lists_equals_one_call_per_request() -> None:
+    many = llmco2.predict(["llama3.1-8b", "qwen2-7b"], "h100", prompt_tokens=300, generated_tokens=[40, 80], region="fra")
+    one = [llmco2.predict(m, "h100", prompt_tokens=300, generated_tokens=g, region="fra") for m, g in (("llama3.1-8b", 40),
+                                                                                                       ("qwen2-7b", 80))]
+    assert [p.to_dict() for p in many] == [p.to_dict() for p in one]
+    with pytest.raises(InvalidInputError, match="of one length"):
+        llmco2.predict("llama3.1-8b", "h100", prompt_tokens=[1, 2, 3], generated_tokens=[1, 2])

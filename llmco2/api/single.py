@@ -190,8 +190,13 @@ def _single_hour(fp: Any, hourly: HourlyIntensity, timestamp: Any, region: str |
 
 def predict(model: str | ModelArch, gpu: str | GPU, *, batch_size: int = 1, prompt_tokens: int,
             generated_tokens: int | None = None, gpus: int = 1, tp: int | None = None, options: RequestOptions | None = None,
-            assumptions: Assumptions | None = None, **fields: Any) -> Prediction:
+            assumptions: Assumptions | None = None, **fields: Any) -> Prediction | list[Prediction]:
     """Predict one request: GPU energy (J) and latency (s) per phase, carbon (g CO2eq).
+
+    Lists predict many requests: give a list (or tuple) for any of ``model``, ``gpu``,
+    ``batch_size``, ``prompt_tokens``, ``generated_tokens``, ``gpus`` and ``tp``, every list of the
+    same length, the other arguments shared; the result is then a list of predictions in that order.
+    For tables of thousands of requests, :func:`llmco2.predict_frame` is faster.
 
     Args:
         model, gpu: catalog ids (``"llama3.1-8b"``, ``"h100"``), a HF ``config.json`` path for the
@@ -214,9 +219,30 @@ def predict(model: str | ModelArch, gpu: str | GPU, *, batch_size: int = 1, prom
         >>> grid = p.assumptions["grid"]
         >>> p.energy_j["total"] > 0, grid["region"]
         (True, 'fra')
+        >>> [round(q.latency_s["total"], 2) for q in llmco2.predict("llama3.1-8b", "h100", prompt_tokens=1000,
+        ...                                                          generated_tokens=[50, 100])]
+        [0.41, 0.78]
     """
     generated_tokens = generated_tokens_of(generated_tokens, fields)
     opts, assume = with_fields(options, assumptions, fields)
-    record, _ = single_prediction(model, gpu, batch_size=batch_size, prompt_tokens=prompt_tokens,
-                                  generated_tokens=generated_tokens, gpus=gpus, tp=tp, options=opts, assumptions=assume)
-    return Prediction.from_record(record)
+    values = {"model": model, "gpu": gpu, "batch_size": batch_size, "prompt_tokens": prompt_tokens,
+              "generated_tokens": generated_tokens, "gpus": gpus, "tp": tp}
+    rows = request_rows(values)
+    records = [single_prediction(r.pop("model"), r.pop("gpu"), **r, options=opts, assumptions=assume)[0]
+               for r in (rows if rows is not None else [values])]
+    predictions = [Prediction.from_record(r) for r in records]
+    return predictions if rows is not None else predictions[0]
+
+
+def request_rows(values: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The requests of ``values`` when some of them are lists (or tuples) of one length, the rest
+    shared; ``None`` when none is."""
+    lists = {k: list(v) for k, v in values.items() if isinstance(v, (list, tuple))}
+    if not lists:
+        return None
+    lengths = {len(v) for v in lists.values()}
+    if len(lengths) != 1 or 0 in lengths:
+        raise InvalidInputError("lists of requests must be non-empty and of one length, got lengths "
+                                + ", ".join(f"{k} {len(v)}" for k, v in lists.items()), field=next(iter(lists)))
+    n = lengths.pop()
+    return [{k: lists[k][i] if k in lists else v for k, v in values.items()} for i in range(n)]
