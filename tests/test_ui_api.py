@@ -95,7 +95,7 @@ BAD = [
     ({"concurrency": "4", "serving_requests": "0"}, ["--concurrency", "4", "--serving-requests", "0"], "--serving-requests"),
     ({"concurrency": "4", "model": "nosuch-model"}, ["--concurrency", "4", "--model", "nosuch-model"], "--model"),
     ({"concurrency": "4", "prompt_tokens": "100"}, ["--concurrency", "4", "--prompt-tokens", "100"], "--background"),
-    ({"concurrency": "4", "dtype": "fp5"}, ["--concurrency", "4", "--dtype", "fp5"], "weight_dtype"),  # the CLI names the field too
+    ({"concurrency": "4", "dtype": "fp5"}, ["--concurrency", "4", "--dtype", "fp5"], "--dtype"),
 ]
 
 
