@@ -149,8 +149,8 @@ def hourly_trace(frame: pd.DataFrame, fp: Footprint, trace: str, intensity: Any,
 def trace_summary(frame: pd.DataFrame, assumptions: dict[str, Any]) -> dict[str, Any]:
     """Totals of a trace: energy by phase (kWh), carbon operational/embodied (kg CO2eq), per
     request (g); with an hourly intensity (a ``g_co2eq_per_kwh`` column), also per hour."""
-    pue = assumptions["pue"]["value"]
-    op_share = pue * (frame["g_co2eq_per_kwh"] if "g_co2eq_per_kwh" in frame else assumptions["grid"]["g_co2eq_per_kwh"]) / J_PER_KWH
+    # each request's operational carbon (on the scope of the assumptions) split over its phases as its GPU energy is
+    prefill_share = (frame["prefill_j"] / frame["total_j"].where(frame["total_j"] > 0)).fillna(0.0)
     per_hour = {}
     if "hour" in frame:
         groups = frame.groupby("hour", sort=True)
@@ -161,8 +161,8 @@ def trace_summary(frame: pd.DataFrame, assumptions: dict[str, Any]) -> dict[str,
     return {
         "requests": int(len(frame)), "truncated": int(frame["truncated"].sum()),
         "energy_kwh": {"prefill": frame["prefill_j"].sum() / J_PER_KWH, "decode": frame["decode_j"].sum() / J_PER_KWH},
-        "carbon_kg": {"operational_prefill": float((frame["prefill_j"] * op_share).sum()) / 1000,
-                      "operational_decode": float((frame["decode_j"] * op_share).sum()) / 1000,
+        "carbon_kg": {"operational_prefill": float((frame["operational_g"] * prefill_share).sum()) / 1000,
+                      "operational_decode": float((frame["operational_g"] * (1.0 - prefill_share)).sum()) / 1000,
                       "embodied": float(np.nansum(frame["embodied_g"])) / 1000,
                       "total": float(frame["total_g"].sum()) / 1000},
         "per_request_g": float(frame["total_g"].mean()),

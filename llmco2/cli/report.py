@@ -30,6 +30,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     cs = rsub.add_parser("case-studies", help="paper Figures 9-11 (carbon per GPU-second; Bloom-7b1 over 1/2/4 GPUs)")
     cs.add_argument("-o", "--out", required=True, help="folder for the PNGs")
     cs.add_argument("--gpu", default="a100-80gb")
+    add_scope_arguments(cs)
     _carbon_args(cs)
     tr = rsub.add_parser("trace", help="carbon of every request of an Azure trace on a model and GPU")
     tr.add_argument("--trace", choices=("code", "conv"), default="conv")
@@ -55,6 +56,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     sv.add_argument("--sweep-requests", type=int, default=600, metavar="N", help="trace requests per point of the figure (default 600)")
     sv.add_argument("--seed", type=int, default=0)
     sv.add_argument("--no-calibration", action="store_true", help="with --checkpoint (a learned cost model): skip the shipped correction fitted for the default checkpoint")
+    add_scope_arguments(tr)
     _carbon_args(tr)
     cmp_ = rsub.add_parser("compare", help="which GPU type and count emits least for a request")
     cmp_.add_argument("--model", required=True)
@@ -88,7 +90,7 @@ def cmd_case_studies(args: argparse.Namespace) -> int:
     fig9 = carbon_per_gpu_second(gpu=args.gpu, predictor=predictor, **kw)
     scaling = scaling_study(gpu=args.gpu, predictor=predictor, **kw)
     paths = plot_case_studies(fig9, scaling, Path(args.out))
-    sys.stderr.write("wrote " + ", ".join(map(str, paths)) + "\n")
+    sys.stderr.write("wrote " + ", ".join(map(str, paths)) + f" (carbon on the {args.scope} scope)\n")
     if args.json:
         print_json({"fig9": fig9.to_dict(orient="records"), "scaling": scaling.to_dict(orient="records")})
     return 0
@@ -125,8 +127,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if args.csv:
         frame.to_csv(args.csv, index=False)
     c = summary["carbon_kg"]
-    sys.stderr.write(f"{summary['requests']:,} requests: {summary['energy_kwh']['prefill'] + summary['energy_kwh']['decode']:.3g} kWh, "
-                     f"{c['total']:.3g} kg CO2eq (prefill {c['operational_prefill']:.3g}, decode {c['operational_decode']:.3g}, "
+    sys.stderr.write(f"{summary['requests']:,} requests: {summary['energy_kwh']['prefill'] + summary['energy_kwh']['decode']:.3g} kWh "
+                     f"GPU energy, {c['total']:.3g} kg CO2eq on the {args.scope} scope (prefill {c['operational_prefill']:.3g}, decode {c['operational_decode']:.3g}, "
                      f"embodied {c['embodied']:.3g}) -> {out}\n")
     if args.json:
         print_json(summary)
@@ -186,8 +188,8 @@ def _trace_served(args: argparse.Namespace) -> int:
         result.requests.to_csv(args.csv, index=False)
     c = summary["carbon_kg"]
     sys.stderr.write(f"{summary['requests']:,} requests served on {args.gpus} x {args.gpu} ({summary['workload']}): "
-                     f"{summary['energy_kwh']:.3g} kWh, {summary['j_per_output_token']:.3g} J per output token, "
-                     f"{c['total']:.3g} kg CO2eq, GPU busy {100 * summary['gpu_utilisation']:.0f}%, mean batch "
+                     f"{summary['energy_kwh']:.3g} kWh GPU energy, {summary['j_per_output_token']:.3g} J per output token, "
+                     f"{c['total']:.3g} kg CO2eq on the {args.scope} scope, GPU busy {100 * summary['gpu_utilisation']:.0f}%, mean batch "
                      f"{summary['mean_batch']:.1f} -> {out}\n")
     if args.json:
         print_json({"served": summary, "load_sweep": frame.to_dict(orient="records")})
