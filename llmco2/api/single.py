@@ -219,9 +219,9 @@ def predict(model: str | ModelArch, gpu: str | GPU, *, batch_size: int = 1, prom
         >>> grid = p.assumptions["grid"]
         >>> p.energy_j["total"] > 0, grid["region"]
         (True, 'fra')
-        >>> [round(q.latency_s["total"], 2) for q in llmco2.predict("llama3.1-8b", "h100", prompt_tokens=1000,
-        ...                                                          generated_tokens=[50, 100])]
-        [0.41, 0.78]
+        >>> tuple(round(q.latency_s["total"], 2) for q in llmco2.predict("llama3.1-8b", "h100", prompt_tokens=1000,
+        ...                                                               generated_tokens=(50, 100)))
+        (0.41, 0.78)
     """
     generated_tokens = generated_tokens_of(generated_tokens, fields)
     opts, assume = with_fields(options, assumptions, fields)
