@@ -3,7 +3,10 @@
 - :func:`predict` one request (:class:`Prediction`);
 - :func:`predict_frame` a table of requests (pandas or Arrow);
 - :func:`predict_file` a request file, resumable, on one process or a Dask cluster;
-- :func:`llmco2.serve` a request stream inside a continuously batched server.
+- :func:`llmco2.serve` a request stream inside a continuously batched server, and
+  :func:`llmco2.api.server.serve_request` one request inside one;
+- :func:`compare` server configurations for a model under a load;
+- :func:`evaluate` a checkpoint on measured rows.
 
 Options come as typed records (:class:`RequestOptions`, :class:`Assumptions`,
 :class:`ClusterOptions`, :class:`FileJob`); bad input raises
@@ -23,13 +26,15 @@ _LAZY = {
     "predict": "llmco2.api.single", "single_prediction": "llmco2.api.single", "Prediction": "llmco2.api.single",
     "memory_notes": "llmco2.api.single", "predict_frame": "llmco2.api.frames", "predict_file": "llmco2.api.files",
     "RequestOptions": "llmco2.api.options", "Assumptions": "llmco2.api.options", "ClusterOptions": "llmco2.api.options",
-    "FileJob": "llmco2.api.options",
+    "FileJob": "llmco2.api.options", "compare": "llmco2.api.compare", "evaluate": "llmco2.api.evaluate",
 }
 
-__all__ = ["Assumptions", "ClusterOptions", "FileJob", "Prediction", "RequestOptions", "memory_notes", "predict",
-           "predict_file", "predict_frame", "single_prediction"]
+__all__ = ["Assumptions", "ClusterOptions", "FileJob", "Prediction", "RequestOptions", "compare", "evaluate", "memory_notes",
+           "predict", "predict_file", "predict_frame", "single_prediction"]
 
 if TYPE_CHECKING:
+    from llmco2.api.compare import compare
+    from llmco2.api.evaluate import evaluate
     from llmco2.api.files import predict_file
     from llmco2.api.frames import predict_frame
     from llmco2.api.options import Assumptions, ClusterOptions, FileJob, RequestOptions
