@@ -224,3 +224,13 @@ def test_the_wheel_carries_the_pages_files() -> None:
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["llmco2.ui"]
     files = [f"static/{p.name}" for p in (ROOT / "llmco2" / "ui" / "static").iterdir() if p.is_file()]
     assert files and all(any(fnmatch.fnmatch(f, g) for g in globs) for f in files), (files, globs)
+
+
+def test_the_page_takes_the_scope(client: TestClient) -> None:
+    for scope in ("gpu", "server"):
+        answer = client.post("/api/compare", data={**SMALL, "scope": scope})
+        assert answer.status_code == 200, answer.text
+        expected = llmco2.compare("llama3.1-8b", gpus="h100", concurrency=4, max_gpus=1, serving_requests=30, scope=scope)
+        got = answer.json()["options"][0]
+        assert got["scope"] == scope
+        assert got["g_per_output_token"] == pytest.approx(expected["g_per_output_token"].iloc[0], rel=1e-12)

@@ -146,7 +146,7 @@ def test_the_table_shows_the_numbers_of_llmco2_compare(page: Any, url: str) -> N
         row = rows.nth(int(i))
         assert row.get_attribute("data-label") == want["label"]
         cells = {c.get_attribute("data-col"): c for c in row.locator("td[data-col]").all()}
-        for column in ("rank", "g_per_output_token", "j_per_output_token", "power_w", "ttft_p90_s", "tpot_p90_s"):
+        for column in ("rank", "g_per_output_token", "j_per_output_token", "server_j_per_output_token", "server_power_w", "ttft_p90_s", "tpot_p90_s"):
             assert float(cells[column].get_attribute("data-value")) == pytest.approx(float(want[column]), rel=1e-12), column
         assert cells["g_per_output_token"].inner_text() == f"{1e3 * want['g_per_output_token']:.3g}"
         assert cells["j_per_output_token"].inner_text() == f"{want['j_per_output_token']:.3g}"

@@ -28,7 +28,7 @@ from llmco2.specs.limits import MAX_EXACT_INT
 #: in seconds (the command's default simulates more).
 UI_SERVING_REQUESTS = 200
 #: Text fields of the form passed as they are (an empty one is left out: the default applies).
-TEXT_FIELDS = ("gpus", "background", "engine", "dtype", "region", "pue")
+TEXT_FIELDS = ("gpus", "background", "engine", "dtype", "region", "pue", "scope")
 #: Number fields: API parameter -> type.
 NUMBER_FIELDS: dict[str, type] = {
     "rate": float, "concurrency": int, "prompt_tokens": int, "generated_tokens": int, "slo_ttft_s": float,

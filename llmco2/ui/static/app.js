@@ -76,7 +76,7 @@ function formData() {
   put("background", $("background").value);
   if ($("background").value === "fixed") { put("prompt_tokens", $("prompt_tokens").value); put("generated_tokens", $("generated_tokens").value); }
   for (const id of ["max_gpus", "slo_ttft_s", "slo_tpot_s", "slo_percentile", "region", "carbon_intensity", "pue",
-    "lifetime_years", "engine", "dtype", "serving_requests", "seed"]) put(id, $(id).value);
+    "lifetime_years", "scope", "engine", "dtype", "serving_requests", "seed"]) put(id, $(id).value);
   return data;
 }
 
@@ -127,7 +127,8 @@ function render(result, slo) {
   const p = `p${fmt(slo.percentile, 6)}`;
   $("title").textContent = `${result.model} at ${load}: ${result.options.length} configurations`;
   $("verdict").textContent = `Verdict: ${result.verdict}`;
-  const head = ["#", "configuration", "mg CO2/token", "10-90%", "J/token", "J 10-90%", "kW", `TTFT ${p}`, `TPOT ${p}`, "ok"];
+  const head = ["#", "configuration", `mg CO2/token (${result.options[0]?.scope ?? "gpu"})`, "10-90%", "GPU J/token", "J 10-90%",
+    "server J/token", "wall kW", `TTFT ${p}`, `TPOT ${p}`, "ok"];
   $("table").tHead.innerHTML = `<tr>${head.map((h) => `<th>${h}</th>`).join("")}</tr>`;
   const body = $("table").tBodies[0];
   body.replaceChildren();
@@ -148,7 +149,8 @@ function render(result, slo) {
     cell(`${fmt(1e3 * r.g_per_output_token_low, 2)}–${fmt(1e3 * r.g_per_output_token_high, 2)}`);
     cell(fmt(r.j_per_output_token), "j_per_output_token", r.j_per_output_token);
     cell(`${fmt(r.j_per_output_token_low, 2)}–${fmt(r.j_per_output_token_high, 2)}`);
-    cell(fmt(r.power_w / 1e3), "power_w", r.power_w);
+    cell(fmt(r.server_j_per_output_token), "server_j_per_output_token", r.server_j_per_output_token);
+    cell(fmt((r.server_power_w ?? r.power_w) / 1e3), "server_power_w", r.server_power_w ?? r.power_w);
     cell(`${fmt(r[ttft])} s`, ttft, r[ttft]);
     cell(`${fmt(1e3 * r[tpot])} ms`, tpot, r[tpot]);
     cell(status(r) + (r.extrapolated ? " *" : "") + (r.tied_with_best ? " ≈" : ""), "ok", status(r));
