@@ -136,3 +136,9 @@ def test_a_simulation_too_large_is_refused_before_it_starts(capsys: pytest.Captu
     code, _, err = run_cli(["predict", "--model", "llama3.1-8b", "--gpu", "h100", "--prompt-tokens", "10", "--gen-tokens", "5",
                             "--serving", "--concurrency", "4", "--serving-requests", "1000000000"], capsys)
     assert code == 2 and "--serving-requests: must be from 1 to 1,000,000" in err, err
+
+
+def test_an_engine_without_fitted_constants_is_an_extrapolation() -> None:
+    vllm = compare("llama3.1-8b", gpus=["h100"], concurrency=4, max_gpus=1, serving_requests=40)
+    tgi = compare("llama3.1-8b", gpus=["h100"], concurrency=4, max_gpus=1, serving_requests=40, engine="tgi")
+    assert not vllm["extrapolated"].iloc[0] and tgi["extrapolated"].iloc[0]

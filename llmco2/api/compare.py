@@ -9,7 +9,7 @@ server is ``dp`` of it. Each row holds g CO2eq per output token on the assumptio
 default the whole server: GPUs, the host's share, power-supply losses), GPU J per output token
 (with the physics' 10-90% interval) and the server's J per output token, GPU and wall power, TTFT and TPOT at the SLO percentile, whether the SLOs are met,
 whether the server keeps up (its queue does not grow), and whether the prediction extrapolates
-(a GPU or model family the step-physics fit has not seen).
+(a GPU, model family or engine the step-physics fit has not seen).
 
 Example:
     >>> from llmco2.api.compare import compare
@@ -192,7 +192,7 @@ def option_row(option: ServerOption, result: ServingResult, load: Load, slo: Slo
         "gpu_utilisation": s["gpu_utilisation"], "mean_batch": s["mean_batch"],
         f"ttft_p{slo.percentile:g}_s": ttft, f"tpot_p{slo.percentile:g}_s": tpot,
         "stable": bool(stable), "meets_slo": bool(meets),
-        "extrapolated": not fit_has_seen(option.gpu.id, model), "label": option.label,
+        "extrapolated": not fit_has_seen(option.gpu.id, model, result.assumptions["server"]["engine"]), "label": option.label,
     }
 
 

@@ -116,7 +116,7 @@ def _print(table: Any, args: argparse.Namespace) -> None:
         console.print(f"... {len(table) - SHOWN} more (--json lists every configuration)")
     console.print(f"verdict: {table.attrs['verdict']}")
     console.print("ok: meets = meets the targets and keeps up; behind = the queue grows at this load; "
-                  "* = GPU or model family the physics fit has not seen (wider interval)")
+                  "* = GPU, model family or engine the physics fit has not seen (an unseen GPU or family widens the interval)")
     for line in table.attrs["left_out"]:
         console.print(f"left out: {line}")
     a = table.attrs["assumptions"]

@@ -40,10 +40,12 @@ def family(model_id: str) -> str:
     return model_id.split("-")[0].rstrip("0123456789.") or model_id
 
 
-def fit_has_seen(gpu_id: str, model_id: str) -> bool:
-    """Whether the shipped step-physics fit saw this GPU and this model's family (otherwise a
-    prediction for them is an extrapolation)."""
-    return gpu_id in _raw().get("fitted_gpus", []) and family(model_id) in _raw().get("fitted_families", [])
+def fit_has_seen(gpu_id: str, model_id: str, engine: str | None = None) -> bool:
+    """Whether the shipped step-physics fit saw this GPU and this model's family, and has fitted
+    constants for ``engine`` when one is named (otherwise a prediction is an extrapolation)."""
+    raw = _raw()
+    seen = gpu_id in raw.get("fitted_gpus", []) and family(model_id) in raw.get("fitted_families", [])
+    return seen and (engine is None or engine in raw.get("engines", {}))
 
 
 def j_per_token_interval(value: float, gpu_id: str, model_id: str) -> tuple[list[float] | None, str]:
