@@ -14,7 +14,7 @@ TEXT = 'world = 484.4\n[region.fra]\ng = 55.3\n'
 
 
 def _entry(tmp_path: Path) -> Path:
-    (found,) = (tmp_path / "toml").glob("grid-*.json")
+    (found,) = (tmp_path / "toml-v2").glob("grid-*.json")
     return found
 
 

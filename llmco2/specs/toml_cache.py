@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
+#: Folder of the cached copies, named by their format (a copy with its digest): versions that wrote
+#: bare copies read theirs from ``toml/`` and never meet these.
+CACHE_FORMAT = "toml-v2"
 
 
 def cache_dir() -> Path:
@@ -32,7 +35,7 @@ def cache_dir() -> Path:
 def loads_toml(text: str | bytes, name: str = "catalog") -> dict[str, Any]:
     """``tomllib.loads(text)``, from the JSON cache when this exact text was parsed before."""
     raw = text.encode() if isinstance(text, str) else text
-    key = cache_dir() / "toml" / f"{name}-{hashlib.sha256(raw).hexdigest()[:24]}.json"
+    key = cache_dir() / CACHE_FORMAT / f"{name}-{hashlib.sha256(raw).hexdigest()[:24]}.json"
     cached = _read_cached(key)
     if cached is not None:
         return cached
