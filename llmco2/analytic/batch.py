@@ -11,7 +11,8 @@ import numpy as np
 
 from llmco2.analytic.layer import PHASES, LayerBatch, analyze_layers
 from llmco2.analytic.model import QUANTITIES, model_totals
-from llmco2.analytic.request_files import ARCH_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, RowDefaults, iter_request_chunks
+from llmco2.analytic.request_files import iter_request_chunks
+from llmco2.analytic.request_parsing import ARCH_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, RowDefaults
 from llmco2.specs import GPU, ModelArch, Request
 
 if TYPE_CHECKING:

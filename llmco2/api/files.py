@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from llmco2.analytic.request_files import Reject
+from llmco2.analytic.request_parsing import Reject
 from llmco2.api.chunks import (  # noqa: F401 - PREDICTION_COLUMNS and prediction_arrays are used from here too
     PREDICTION_COLUMNS,
     batch_totals,
@@ -227,36 +227,34 @@ def write_rejects(out: Path, rejects: list[Reject]) -> Path:
     """Write the rows a job left out beside its output (``OUT.rejects.csv``: ``line,reason``, the
     header is line 1 of the input), atomically; returns its path."""
     import csv
-    import os
-    import tempfile
+    import io
 
-    path = out.with_name(out.name + ".rejects.csv")
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(["line", "reason"])
-            writer.writerows((r.line, r.reason) for r in sorted(rejects, key=lambda r: r.line))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(["line", "reason"])
+    writer.writerows((r.line, r.reason) for r in sorted(rejects, key=lambda r: r.line))
+    return replace_text(out.with_name(out.name + ".rejects.csv"), text.getvalue())
 
 
 def write_totals(out: Path, totals: dict[str, Any], assume: dict[str, Any]) -> Path:
     """Write a batch run's totals and assumptions beside its output (``OUT.totals.json``, replaced
     atomically); returns its path."""
     import json
+
+    text = json.dumps({"output": out.name, **totals, "assumptions": assume}, indent=1, default=str)
+    return replace_text(out.with_name(out.name + ".totals.json"), text)
+
+
+def replace_text(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file beside it and a rename (readers never see
+    a partial file; permissions 0644); returns ``path``."""
     import os
     import tempfile
 
-    path = out.with_name(out.name + ".totals.json")
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"output": out.name, **totals, "assumptions": assume}, fh, indent=1, default=str)
+        with os.fdopen(fd, "w", newline="") as fh:
+            fh.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:

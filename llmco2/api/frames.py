@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llmco2.analytic.request_files import RowDefaults
+from llmco2.analytic.request_parsing import RowDefaults
 from llmco2.api.options import Assumptions, RequestOptions, with_fields
 from llmco2.api.single import hourly_of
 from llmco2.errors import InvalidInputError
@@ -106,7 +106,8 @@ def _parse(table: Any, defaults: RowDefaults, hourly: bool) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from llmco2.analytic.request_files import Resolver, check_header, parse_chunk
+    from llmco2.analytic.request_files import check_header
+    from llmco2.analytic.request_parsing import Resolver, parse_chunk
 
     header = [str(n).strip() for n in table.column_names]
     check_header(Path("frame"), header)

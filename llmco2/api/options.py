@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from llmco2.analytic.request_files import RowDefaults
+from llmco2.analytic.request_parsing import RowDefaults
 from llmco2.errors import InvalidInputError
 from llmco2.specs import DEFAULT_ENGINE
 
@@ -188,10 +187,6 @@ class FileJob:
                   "intensity": None if self.assumptions.intensity is None else str(self.assumptions.intensity),
                   "partition_rows": self.cluster.partition_rows, "on_error": self.on_error}
         return {k: v for k, v in sorted(values.items()) if not (isinstance(v, float) and not math.isfinite(v))}
-
-    @property
-    def requests_path(self) -> Path:
-        return Path(self.requests)
 
 
 def generated_tokens_of(generated_tokens: int | None, extra: dict[str, Any]) -> int:

@@ -236,7 +236,7 @@ def cmd_analyze_batch(args: argparse.Namespace) -> int:
     if args.json:
         raise InvalidInputError("analyze batch writes its table to --out (.csv or .parquet); it prints no JSON", field="--json")
     out = check_output_path(args.out, "--out", (".csv", ".parquet"))
-    from llmco2.analytic.request_files import RowDefaults
+    from llmco2.analytic.request_parsing import RowDefaults
 
     defaults = RowDefaults(dtype=args.dtype, act_dtype=args.act_dtype, kv_dtype=args.kv_dtype,
                            flash_attention=args.flash_attention, causal=args.causal, ignore_context=args.ignore_context)
