@@ -1,10 +1,12 @@
 """CSV request files as exported by real systems: read through Arrow, checked as text.
 
 What reads correctly: a UTF-8 byte-order mark, CRLF (or CR) line ends, quoted fields (with
-delimiters, doubled quotes or line breaks inside) and blank lines (skipped). What is refused, with
-the file and the line: bytes that are not UTF-8, and rows of the wrong width (a stray quote shows
-up as one). Line numbers are those an editor shows (the header is line 1 when the file starts with
-it; blank lines and line breaks inside quoted fields count).
+delimiters, doubled quotes or line breaks inside), blank lines (skipped), and all of these
+gzip-compressed (``.csv.gz``, decompressed as it is read: :mod:`llmco2.analytic.compressed`). What
+is refused, with the file and the line: bytes that are not UTF-8, and rows of the wrong width (a
+stray quote shows up as one); a gzip file that does not decompress, with the reason. Line numbers
+are those an editor shows (the header is line 1 when the file starts with it; blank lines and line
+breaks inside quoted fields count).
 
 The fast path never looks at lines one by one in Python; the scans that find a line number run only
 after Arrow has refused the file or a row has been found invalid.
@@ -13,15 +15,16 @@ after Arrow has refused the file or a row has been found invalid.
 from __future__ import annotations
 
 import csv
-import io
 import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+from llmco2.analytic.compressed import GZIP_ERRORS, arrow_input, corrupt_gzip, is_gzip, open_binary, open_text
 from llmco2.errors import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -36,7 +39,7 @@ _CR_END = re.compile(r"(?<=\r)(?!\n)")
 def first_bad_utf8(path: Path) -> tuple[int, int, int] | None:
     """``(line, column, byte value)`` of the first byte of ``path`` that is not UTF-8 (columns
     count bytes from 1), or None when the whole file decodes."""
-    with path.open("rb") as fh:
+    with open_binary(path) as fh:
         for number, raw in enumerate(fh, start=1):
             try:
                 raw.decode("utf-8")
@@ -54,7 +57,7 @@ def not_utf8_error(path: Path) -> InvalidInputError:
                              field="requests")
 
 
-def _decoded_lines(path: Path, fh: io.BufferedReader) -> Iterator[str]:
+def _decoded_lines(path: Path, fh: IO[bytes]) -> Iterator[str]:
     """The lines of ``fh`` as text (a byte-order mark dropped), at most :data:`MAX_HEADER_BYTES` in all;
     a byte that is not UTF-8 is an error naming its line."""
     read, number = 0, 0
@@ -78,7 +81,7 @@ def raw_header(path: Path) -> list[str]:
     """The header cells as written (unstripped, without a byte-order mark: the names Arrow reads).
     Blank lines before it are skipped, as Arrow skips them; only the header's own lines are read
     (the CSV reader pulls more than one only for a quoted line break)."""
-    with path.open("rb") as fh:
+    with open_binary(path) as fh:
         reader = csv.reader(_decoded_lines(path, fh))
         try:
             for row in reader:
@@ -99,19 +102,24 @@ def csv_batches(path: Path, header: list[str]) -> Iterator[pa.RecordBatch]:
     renamed to ``header``."""
     raw = raw_header(path)
     try:
-        reader = pa_csv.open_csv(
-            path, read_options=pa_csv.ReadOptions(block_size=1 << 20, use_threads=False),
-            parse_options=pa_csv.ParseOptions(invalid_row_handler=None),
-            convert_options=pa_csv.ConvertOptions(column_types={h: pa.string() for h in raw}, strings_can_be_null=False,
-                                                  quoted_strings_can_be_null=False))
-        if reader.schema.names != raw:  # Arrow read another header (a quote it parses otherwise)
-            raise InvalidInputError(f"{path}, line 1: malformed CSV header (quotes that do not pair up?); write "
-                                    "the column names separated by commas, quoted (\"...\") only as a whole cell",
-                                    field="requests")
-        for batch in reader:
-            yield batch.rename_columns(header)
+        with arrow_input(path) as source:
+            reader = pa_csv.open_csv(
+                source, read_options=pa_csv.ReadOptions(block_size=1 << 20, use_threads=False),
+                parse_options=pa_csv.ParseOptions(invalid_row_handler=None),
+                convert_options=pa_csv.ConvertOptions(column_types={h: pa.string() for h in raw}, strings_can_be_null=False,
+                                                      quoted_strings_can_be_null=False))
+            if reader.schema.names != raw:  # Arrow read another header (a quote it parses otherwise)
+                raise InvalidInputError(f"{path}, line 1: malformed CSV header (quotes that do not pair up?); write "
+                                        "the column names separated by commas, quoted (\"...\") only as a whole cell",
+                                        field="requests")
+            for batch in reader:
+                yield batch.rename_columns(header)
     except pa.ArrowInvalid as exc:
         raise _malformed(path, len(header), exc) from None
+    except GZIP_ERRORS as exc:
+        if not is_gzip(path):
+            raise
+        raise corrupt_gzip(path, exc) from None
 
 
 def count_records(path: Path, header: list[str]) -> int:
@@ -121,13 +129,18 @@ def count_records(path: Path, header: list[str]) -> int:
     raw = raw_header(path)
     rows = 0
     try:
-        reader = pa_csv.open_csv(
-            path, read_options=pa_csv.ReadOptions(block_size=1 << 22),
-            convert_options=pa_csv.ConvertOptions(include_columns=raw[:1], column_types={raw[0]: pa.string()}))
-        for batch in reader:
-            rows += batch.num_rows
+        with arrow_input(path) as source:
+            reader = pa_csv.open_csv(
+                source, read_options=pa_csv.ReadOptions(block_size=1 << 22),
+                convert_options=pa_csv.ConvertOptions(include_columns=raw[:1], column_types={raw[0]: pa.string()}))
+            for batch in reader:
+                rows += batch.num_rows
     except pa.ArrowInvalid as exc:
         raise _malformed(path, len(header), exc) from None
+    except GZIP_ERRORS as exc:
+        if not is_gzip(path):
+            raise
+        raise corrupt_gzip(path, exc) from None
     return rows
 
 
@@ -147,7 +160,7 @@ def _malformed(path: Path, width: int, exc: Exception) -> InvalidInputError:
 
 def bad_csv_line(path: Path, width: int) -> str:
     """``", line N"`` of the first row whose number of cells is not ``width`` (an error path only)."""
-    with path.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
+    with open_text(path, encoding="utf-8-sig", errors="replace") as fh:
         reader = csv.reader(fh)
         try:
             for row in reader:
@@ -162,7 +175,7 @@ def physical_line(path: Path, record_line: int) -> int:
     """The line an editor shows for the record that the readers number ``record_line`` (the header
     is record line 1, each non-blank record one more). Blank lines and quoted line breaks move a
     record further down the file (an error path only: the file is scanned up to the record)."""
-    with path.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
+    with open_text(path, encoding="utf-8-sig", errors="replace") as fh:
         reader = csv.reader(fh)
         records = 0
         start = 1

@@ -1,4 +1,4 @@
-"""Read request files (CSV or Parquet, through Arrow) in chunks of rows.
+"""Read request files (CSV, gzip-compressed CSV or Parquet, through Arrow) in chunks of rows.
 
 Each chunk is parsed as columns (:mod:`llmco2.analytic.request_parsing`). Memory stays bounded by
 the chunk size whatever the length of the file. Errors name the file and the line (the header is
@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from llmco2.analytic.arrow_arrays import string_scalar
+from llmco2.analytic.compressed import open_binary
 from llmco2.analytic.csv_text import count_records, csv_batches, csv_header, with_physical_line
 from llmco2.analytic.request_parsing import (
     OPTIONAL_COLUMNS,
@@ -145,13 +146,17 @@ def check_header(path: Path, header: list[str]) -> None:
 
 
 def is_parquet(path: Path) -> bool:
-    """Whether a request file is read as Parquet (by its suffix; anything else is CSV)."""
+    """Whether a request file is read as Parquet (by its suffix; anything else is CSV, gzip-compressed
+    or not)."""
     return path.suffix.lower() in (".parquet", ".pq")
 
 
 def request_header(path: Path) -> list[str]:
     """The checked header of a request file (:func:`check_header`), which must be a readable file."""
     check_input_file(path, "requests")
+    if path.suffix.lower() == ".gz" and Path(path.stem).suffix.lower() in (".parquet", ".pq"):
+        raise InvalidInputError(f"{path}: a gzip-compressed Parquet file is not read (Parquet compresses its own "
+                                "columns); decompress it with gunzip and give the .parquet file", field="requests")
     if is_parquet(path):
         try:
             import pyarrow.parquet as pq
@@ -237,7 +242,10 @@ def count_rows(path: Path) -> int | None:
         except Exception:  # noqa: BLE001 - only a progress total
             return None
     lines = 0
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            lines += block.count(b"\n")
+    try:
+        with open_binary(path) as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                lines += block.count(b"\n")
+    except (InvalidInputError, OSError):  # a gzip file that does not decompress: reported by the reader
+        return None
     return max(lines - 1, 0)

@@ -126,6 +126,7 @@ def file_gpus(path: Path) -> list[Any]:
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
+    from llmco2.analytic.compressed import arrow_input
     from llmco2.specs import get_gpu
 
     names: set[str] = set()
@@ -135,11 +136,12 @@ def file_gpus(path: Path) -> list[Any]:
 
             column = pq.read_table(path, columns=["gpu"]).column("gpu")
         else:
-            column = pa_csv.read_csv(path, convert_options=pa_csv.ConvertOptions(
-                include_columns=["gpu"], column_types={"gpu": pa.string()})).column("gpu")
+            with arrow_input(path) as source:
+                column = pa_csv.read_csv(source, convert_options=pa_csv.ConvertOptions(
+                    include_columns=["gpu"], column_types={"gpu": pa.string()})).column("gpu")
         names = {str(v) for v in column.unique().to_pylist() if v is not None}
     except (pa.ArrowInvalid, KeyError, OSError):
-        pass  # a malformed file is reported, with its line, when its chunk is read
+        pass  # a malformed (or damaged gzip) file is reported, with its line, when its chunk is read
     gpus = {}
     for name in names:
         try:

@@ -1,6 +1,6 @@
 """``llmco2 predict --requests GLOB_OR_DIR --out DIR --cluster local|ADDRESS``: request files on Dask.
 
-The files (a folder's ``.csv``/``.parquet`` files, a glob, or one file) are checked here first:
+The files (a folder's ``.csv``/``.csv.gz``/``.parquet`` files, a glob, or one file) are checked here first:
 their headers, and their rows counted (which also refuses a malformed CSV with its line). Each file
 is cut into partitions (:mod:`llmco2.api.cluster_parts`); every partition is predicted on a worker
 by the same code as a single-process run (:func:`llmco2.api.files.prediction_batch`, on the
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 #: Seconds to wait for a scheduler given by address.
 CONNECT_TIMEOUT_S = 5.0
 #: Request file types read from a folder.
-SUFFIXES = (".csv", ".parquet", ".pq")
+SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
 _GLOB = re.compile(r"[*?\[]")
 _LOCK_NAME = ".llmco2.lock"
 #: How the messages name the cluster options (the command line's words).
@@ -108,9 +108,9 @@ def check_cluster_options(job: FileJob) -> None:
     out = Path(job.out)
     if out.exists() and not out.is_dir():
         raise InvalidInputError(f"cannot write parts in {out}: it is a file; with --cluster give a folder", field="out")
-    if not out.exists() and out.suffix.lower() in (".csv", ".parquet", ".pq"):
+    if not out.exists() and out.suffix.lower() in (".csv", ".gz", ".parquet", ".pq"):
         raise InvalidInputError(f"with --cluster, --out is a folder of Parquet parts, not a {out.suffix} file; give a "
-                                f"folder name such as {out.with_suffix('')}", field="out")
+                                f"folder name such as {out.with_name(out.name.split('.')[0] or 'parts')}", field="out")
 
 
 def input_files(spec: str) -> list[Path]:
@@ -120,8 +120,8 @@ def input_files(spec: str) -> list[Path]:
 
     p = Path(spec)
     if p.is_dir():
-        found = [f for f in p.iterdir() if f.suffix.lower() in SUFFIXES and not f.name.startswith((".", "_"))]
-        what = f"folder {spec!r} holds no .csv or .parquet files"
+        found = [f for f in p.iterdir() if f.name.lower().endswith(SUFFIXES) and not f.name.startswith((".", "_"))]
+        what = f"folder {spec!r} holds no .csv or .parquet files (nor .csv.gz)"
     elif not p.exists() and _GLOB.search(spec):
         import glob
 

@@ -1,12 +1,14 @@
 """Many requests from a file (``llmco2 predict --requests FILE --out FILE.csv``), streamed in chunks.
 
-The file (CSV or Parquet; the output is Parquet when ``--out`` ends in ``.parquet``) is read,
-predicted and written one chunk at a time (:data:`~llmco2.analytic.request_files.CHUNK_ROWS`
-rows), so memory does not grow with the file. Each chunk is committed to a hidden partial file
-beside the output as soon as it is written (:mod:`llmco2.resumable_output`); the output appears
-under its name only when every row is written. Ctrl-C or SIGTERM stop the run with exit code 130
-or 143; running the same command again resumes after the last committed chunk, and the final file
-is the same, byte for byte, as an uninterrupted run's.
+The file (CSV, gzip-compressed CSV or Parquet; the output is Parquet when ``--out`` ends in
+``.parquet``, gzip-compressed CSV when it ends in ``.gz``, else CSV) is read, predicted and written
+one chunk at a time (:data:`~llmco2.analytic.request_files.CHUNK_ROWS` rows), so memory does not
+grow with the file. Each chunk is committed to a hidden partial file beside the output as soon as
+it is written (:mod:`llmco2.resumable_output`); the output appears under its name only when every
+row is written (a ``.csv.gz`` output is compressed from the partial CSV then, into a temporary file
+renamed into place, so it resumes as a CSV does). Ctrl-C or SIGTERM stop the run with exit code
+130 or 143; running the same command again resumes after the last committed chunk, and the final
+file is the same, byte for byte, as an uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ def _ipc_to_parquet(partial: Path, fh: Any) -> None:
 def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
     import pyarrow.csv as pa_csv
 
+    from llmco2.analytic.compressed import gzip_copy, is_gzip_output
     from llmco2.analytic.request_files import count_rows, iter_request_chunks
     from llmco2.carbon.assumptions import resolve_assumptions
     from llmco2.prediction.inference import load_inference  # noqa: F401 - the model code is start-up, not prediction
@@ -135,6 +138,9 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
         raise InvalidInputError("--requests needs --out FILE.csv for the predictions", field="out")
     src = check_input_file(job.requests, "requests")
     out = check_output_path(job.out, "out")
+    if is_gzip_output(out) and Path(out.stem).suffix.lower() in (".parquet", ".pq"):
+        raise InvalidInputError(f"cannot write {out}: Parquet compresses its own columns; give --out "
+                                f"{out.with_suffix('')} (or FILE.csv.gz for compressed CSV)", field="out")
     if out.resolve() == src.resolve():
         raise InvalidInputError(f"cannot write {out}: it is the --requests file; give another --out", field="out")
     engine = get_engine(job.options.engine).id
@@ -163,7 +169,7 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
         if hourly is not None:
             assume["grid"] = hourly.grid
     total = count_rows(src) if sys.stderr.isatty() else None
-    parquet_out = out.suffix.lower() in (".parquet", ".pq")
+    parquet_out, gzip_out = out.suffix.lower() in (".parquet", ".pq"), is_gzip_output(out)
     output = ResumableOutput(out, _fingerprint(job, src, parquet_out)).open()
     resumed = progress["rows"] = output.rows
     try:
@@ -199,7 +205,7 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
             if index < output.chunks:
                 raise InvalidInputError(f"{src} has fewer rows than the interrupted run committed; delete "
                                         f"{output.manifest_path} to start afresh", field="requests")
-        output.finish(_ipc_to_parquet if parquet_out else None)
+        output.finish(_ipc_to_parquet if parquet_out else gzip_copy if gzip_out else None)
     except KeyboardInterrupt:
         output.keep()
         raise

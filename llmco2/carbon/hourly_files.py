@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from llmco2.analytic.compressed import arrow_csv_batches, open_text
 from llmco2.carbon.hourly import ILLUSTRATIVE_SAMPLE, HourlyIntensity, load_intensity, lookup, outside_error, with_hourly_carbon
 from llmco2.errors import InvalidInputError
 
@@ -82,7 +83,7 @@ def _header(path: Path, parquet: bool) -> list[str]:
         import pyarrow.parquet as pq
 
         return list(pq.ParquetFile(path).schema_arrow.names)
-    with path.open(newline="", encoding="utf-8") as fh:
+    with open_text(path) as fh:
         return [h.strip() for h in next(csv.reader(fh), [])]
 
 
@@ -99,14 +100,13 @@ def _columns(path: Path, parquet: bool, names: list[str]) -> Iterator[Any]:
             cols = [c if pa.types.is_timestamp(c.type) else pc.cast(c, pa.string()) for c in batch.columns]
             yield pa.RecordBatch.from_arrays(cols, names=names)
         return
-    with path.open(newline="", encoding="utf-8") as fh:
+    with open_text(path) as fh:
         raw = next(csv.reader(fh), [])
     wanted = [h for h in raw if h.strip() in names]
-    reader = pa_csv.open_csv(path, read_options=pa_csv.ReadOptions(block_size=1 << 22, use_threads=False),
-                             convert_options=pa_csv.ConvertOptions(include_columns=wanted,
-                                                                   column_types={h: pa.string() for h in wanted},
-                                                                   strings_can_be_null=False))
-    for batch in reader:
+    for batch in arrow_csv_batches(path, read_options=pa_csv.ReadOptions(block_size=1 << 22, use_threads=False),
+                                   convert_options=pa_csv.ConvertOptions(include_columns=wanted,
+                                                                         column_types={h: pa.string() for h in wanted},
+                                                                         strings_can_be_null=False)):
         yield batch.rename_columns([h.strip() for h in batch.schema.names])
 
 

@@ -93,10 +93,11 @@ def _region_batches(path: Path) -> Any:
         return
     import pyarrow.csv as pa_csv
 
-    reader = pa_csv.open_csv(path, read_options=pa_csv.ReadOptions(block_size=1 << 22),
-                             convert_options=pa_csv.ConvertOptions(include_columns=[COLUMN],
-                                                                   column_types={COLUMN: pa.string()}))
-    for batch in reader:
+    from llmco2.analytic.compressed import arrow_csv_batches
+
+    for batch in arrow_csv_batches(path, read_options=pa_csv.ReadOptions(block_size=1 << 22),
+                                   convert_options=pa_csv.ConvertOptions(include_columns=[COLUMN],
+                                                                         column_types={COLUMN: pa.string()})):
         yield batch.column(0)
 
 
