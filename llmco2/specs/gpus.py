@@ -10,6 +10,10 @@ at). Where a package carries more than the GPU (a superchip with a CPU and its m
 holds the whole-module figure and ``power_scope`` says what each figure covers. ``idle_power_w`` is a
 sourced idle reading (its source string starts with the kind of idle); :func:`static_power_w` returns it, or a
 fallback that never depends on the power limit (:data:`STATIC_POWER_FALLBACK_W`).
+
+Link fields: ``link_kind`` says what joins a node's GPUs (:data:`LINK_KINDS`) and ``pcie_p2p`` whether the
+stock driver lets them reach each other's memory over PCIe; :mod:`llmco2.specs.links` turns them, with the
+tensor-parallel degree, into the bandwidth and latency of an all-reduce.
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ logger = logging.getLogger(__name__)
 TERA = 1e12
 GIGA = 1e9
 
+#: What joins the GPUs of a node. ``fabric``: dedicated links join every GPU (NVLink with NVSwitch or a
+#: mesh, AMD Infinity Fabric, Gaudi's on-die RoCE); ``bridge-pairs``: an NVLink bridge joins PAIRS of cards
+#: and the rest goes over PCIe; ``pcie``: no GPU-to-GPU link, all traffic crosses PCIe; ``none``: a single
+#: device (SoC or module).
+LINK_KINDS = ("fabric", "bridge-pairs", "pcie", "none")
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -45,6 +55,12 @@ class GPU:
     - ``module_power_w``: the whole module's figure where the package holds more than the GPU (a superchip's
       CPU and its memory); ``None`` where ``tdp_w`` already covers the whole device.
     - ``power_scope``: what ``tdp_w`` and ``module_power_w`` include, and why ``tdp_w`` holds the figure it does.
+
+    Link fields: ``interconnect_bandwidth_gb_s`` is the GPU-to-GPU figure as vendors quote it (total
+    bidirectional GB/s per GPU; a bridged card's bridge, a PCIe-only card's PCIe x16) and
+    ``pcie_bandwidth_gb_s`` the host link (bidirectional GB/s). ``link_kind`` is one of :data:`LINK_KINDS`;
+    ``pcie_p2p`` is false where the driver gives the cards no peer access over PCIe (GeForce since the RTX 30
+    series), so collectives that cross PCIe are staged through host memory.
     """
 
     id: str
@@ -71,6 +87,8 @@ class GPU:
     pcie_bandwidth_gb_s: float | None = None
     transistors_billion: float | None = None
     paper_table2: dict[str, Any] | None = None
+    link_kind: str = "fabric"
+    pcie_p2p: bool = True
 
     # -- derived quantities in SI units -------------------------------------------------------
     def peak_ops_per_s(self, dtype: str) -> float:
@@ -139,6 +157,9 @@ def gpu_from_dict(raw: dict[str, Any], origin: str = "gpus.toml") -> GPU:
     data["aliases"] = tuple(str(a).lower() for a in data.get("aliases", ()))
     peaks = {canonical_dtype(k): float(v) for k, v in data.get("peak_dense_tops", {}).items()}
     data["peak_dense_tops"] = peaks
+    data.setdefault("link_kind", default_link_kind(str(data.get("interconnect", "")),
+                                                   float(data.get("interconnect_bandwidth_gb_s", 0.0))))
+    data.setdefault("pcie_p2p", "geforce" not in str(data.get("name", "")).lower())  # GeForce: no peer access over PCIe
     gpu = GPU(**data)
     missing = [k for k in _NUMERIC_SOURCED if getattr(gpu, k) is not None and k not in gpu.sources]
     missing += [f"peak_dense_tops.{k}" for k in peaks if f"peak_dense_tops.{k}" not in gpu.sources]
@@ -148,7 +169,30 @@ def gpu_from_dict(raw: dict[str, Any], origin: str = "gpus.toml") -> GPU:
     if bad:
         raise ValueError(f"{origin}: gpu {gpu.id!r} has unknown dtypes {bad}")
     _check_power_fields(gpu, origin)
+    _check_link_fields(gpu, origin)
+    if raw.get("pcie_p2p") is False and "pcie_p2p" not in gpu.sources:
+        raise ValueError(f"{origin}: gpu {gpu.id!r} says pcie_p2p = false without a source")
     return gpu
+
+
+def default_link_kind(interconnect: str, interconnect_bandwidth_gb_s: float) -> str:
+    """The :data:`LINK_KINDS` entry a GPU table without ``link_kind`` gets, from its ``interconnect`` text:
+    ``none`` without a link, ``bridge-pairs`` for an NVLink bridge, ``pcie`` for a PCIe-only card, else
+    ``fabric``."""
+    text = interconnect.lower()
+    if interconnect_bandwidth_gb_s <= 0 or text == "none":
+        return "none"
+    if "bridge" in text:
+        return "bridge-pairs"
+    return "pcie" if text.startswith("pcie") else "fabric"
+
+
+def _check_link_fields(gpu: GPU, origin: str) -> None:
+    """A known link kind, and a bridged card needs its PCIe figure (the path beyond the pair)."""
+    if gpu.link_kind not in LINK_KINDS:
+        raise ValueError(f"{origin}: gpu {gpu.id!r} link_kind {gpu.link_kind!r} is not one of {LINK_KINDS}")
+    if gpu.link_kind == "bridge-pairs" and not gpu.pcie_bandwidth_gb_s:
+        raise ValueError(f"{origin}: gpu {gpu.id!r} joins pairs by a bridge but has no pcie_bandwidth_gb_s for the rest")
 
 
 def _check_power_fields(gpu: GPU, origin: str) -> None:
@@ -310,5 +354,5 @@ def class_idle_medians(catalog: Catalog[GPU] | None = None) -> dict[str, float]:
     return {cls: float(statistics.median(values)) for cls, values in groups.items()}
 
 
-__all__ = ["GPU", "get_gpu", "gpu_catalog", "load_gpu_file", "gpu_from_dict", "UnknownIdError", "close_matches",
+__all__ = ["GPU", "LINK_KINDS", "default_link_kind", "get_gpu", "gpu_catalog", "load_gpu_file", "gpu_from_dict", "UnknownIdError", "close_matches",
            "DEVICE_CLASSES", "IDLE_KINDS", "STATIC_POWER_FALLBACK_W", "device_class", "static_power_w", "class_idle_medians"]
