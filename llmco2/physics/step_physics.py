@@ -10,10 +10,13 @@ embedding / final norm / LM head:
   whichever peak binds it, plus a fixed gap (launch tail, synchronisation) per kernel; the expert
   matrices of a mixture-of-experts layer (grouped GEMMs over the experts its tokens touch) reach
   ``eta_expert`` of that rate;
-* every tensor-parallel all-reduce costs ``collective latency + engine latency + bytes / (eta_network x
-  link)``: the engine's own share is the path its all-reduce takes (a one-shot kernel over peer
-  memory, or a library fallback that pays host and protocol latency per call), fitted per engine
-  on serving rows and 0 where none ran it;
+* every tensor-parallel all-reduce costs ``collective latency + engine latency + (bytes / link +
+  link latency) / eta_network``: the engine's own share is the path its all-reduce takes (a one-shot
+  kernel over peer memory, or a library fallback that pays host and protocol latency per call),
+  fitted per engine on serving rows and 0 where none ran it; ``link`` and ``link latency`` are those
+  of the path the GPUs' actual link gives at the request's tensor-parallel degree
+  (:mod:`llmco2.specs.links`: NVLink, PCIe peer-to-peer, or PCIe through host memory), the latency
+  being what that path adds to NVLink's (0 on NVLink, whose latency the fitted constant holds);
 * ``t_gpu = sum_k t_k`` and, with CUDA graphs, ``t = t_gpu + step + seqs x per_sequence``; an
   engine that launches kernels from the host (no graphs) waits for the slower of the two:
   ``t = max(t_gpu, kernels x launch) + step + seqs x per_sequence`` (the engine's overheads, s);
@@ -64,6 +67,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis, LayerBatch, analyze_layers
 from llmco2.analytic.model import head_costs
+from llmco2.physics.link_rows import LinkRows
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id
 from llmco2.specs.gpus import static_power_w
 from llmco2.specs.memory import dram_pj_per_byte
@@ -206,22 +210,25 @@ class StepShapes:
 @dataclass(frozen=True)
 class HardwareRows:
     """What one GPU's power depends on besides its work, per row (arrays ``[n]``): its static (idle)
-    power (W), process node (nm), dense fp16 tensor peak (ops/s) and DRAM access energy (pJ/byte)."""
+    power (W), process node (nm), dense fp16 tensor peak (ops/s) and DRAM access energy (pJ/byte);
+    and its GPU-to-GPU link (``links``, for the all-reduces' network term)."""
 
     idle_w: Array
     node_nm: Array
     peak16_ops_per_s: Array
     dram_pj_per_byte: Array
+    links: LinkRows | None = None
 
     def take(self, idx: NDArray[np.int64]) -> HardwareRows:
-        return HardwareRows(self.idle_w[idx], self.node_nm[idx], self.peak16_ops_per_s[idx], self.dram_pj_per_byte[idx])
+        return HardwareRows(self.idle_w[idx], self.node_nm[idx], self.peak16_ops_per_s[idx], self.dram_pj_per_byte[idx],
+                            None if self.links is None else self.links.take(idx))
 
     @classmethod
     def of(cls, gpus: Sequence[GPU]) -> HardwareRows:
         """The rows of ``gpus`` (one per GPU; looked up once per distinct GPU)."""
         seen: dict[int, tuple[float, float, float, float]] = {}
         vals = np.array([seen.setdefault(id(g), gpu_power_fields(g)) for g in gpus], dtype=np.float64).reshape(-1, 4)
-        return cls(*(np.ascontiguousarray(vals[:, k]) for k in range(4)))
+        return cls(*(np.ascontiguousarray(vals[:, k]) for k in range(4)), LinkRows.of(gpus))
 
 
 def idle_power_w(gpu: GPU) -> float:
@@ -263,13 +270,16 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
     b = a.batch
     heads = head_costs(b, phase)
     n, k = len(b), len(SLOTS)
-    comp, mem, net, wt = np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k))
+    comp, mem, net, wt, lat = np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k))
+    link_bw, link_s = hw.links.allreduce(b.tp) if hw.links is not None else (b.net_bw_bytes_per_s, np.zeros(n))
     for j, name in enumerate(KERNEL_NAMES):
         c = a.costs[phase][name]
         present = a.present[name]
         comp[:, j] = np.where(present, c.ops, 0.0) * b.layers / b.peak_ops_per_s
         mem[:, j] = np.where(present, c.mem_bytes, 0.0) * b.layers / b.mem_bw_bytes_per_s
-        net[:, j] = np.where(present, c.net_bytes, 0.0) * b.layers / np.maximum(b.net_bw_bytes_per_s, 1.0)
+        net[:, j] = np.where(present, c.net_bytes, 0.0) * b.layers / np.maximum(link_bw, 1.0)
+        if name.startswith("all_reduce"):  # per step: what the link's latency adds to NVLink's, as link time
+            lat[:, j] = np.where(present, link_s, 0.0) * b.layers
         wt[:, j] = np.where(present, c.weight_bytes, 0.0) * b.layers / b.mem_bw_bytes_per_s
     for j, name in enumerate(HEAD_KERNELS, start=len(KERNEL_NAMES)):
         comp[:, j] = heads[name].ops / b.peak_ops_per_s
@@ -278,7 +288,7 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
     s = np.broadcast_to(np.asarray(steps, dtype=np.float64), (n,))
     per_layer = np.sum([a.present[name].astype(np.float64) for name in KERNEL_NAMES], axis=0)
     collectives = np.sum([a.present[name].astype(np.float64) for name in KERNEL_NAMES if name.startswith("all_reduce")], axis=0)
-    return StepShapes(comp / s[:, None], mem / s[:, None], net / s[:, None], wt / s[:, None], per_layer * b.layers + len(HEAD_KERNELS),
+    return StepShapes(comp / s[:, None], mem / s[:, None], net / s[:, None] + lat, wt / s[:, None], per_layer * b.layers + len(HEAD_KERNELS),
                       collectives * b.layers, b.batch.astype(np.float64), b.num_gpus.astype(np.float64),
                       b.tdp_w.astype(np.float64), hw.idle_w, b.mem_bw_bytes_per_s.astype(np.float64),
                       b.moe.astype(np.float64), list(engines), hw.node_nm, hw.peak16_ops_per_s, hw.dram_pj_per_byte)

@@ -1,0 +1,54 @@
+"""Each request row's all-reduce link, as arrays for the step physics' network term.
+
+The formulas are :mod:`llmco2.specs.links`' (one GPU at one tensor-parallel degree); this module only
+evaluates them once per distinct (GPU, degree) pair of a batch of rows and spreads the values back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from llmco2.specs.gpus import GPU
+from llmco2.specs.links import allreduce_bandwidth_bytes_per_s, allreduce_extra_latency_s
+
+Array = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class LinkRows:
+    """The GPU of each of ``n`` rows: ``gpus`` the distinct GPUs, ``code`` (``[n]``) each row's index into them."""
+
+    gpus: tuple[GPU, ...]
+    code: NDArray[np.int64]
+
+    def take(self, idx: NDArray[np.int64]) -> LinkRows:
+        return LinkRows(self.gpus, self.code[idx])
+
+    @classmethod
+    def of(cls, gpus: Sequence[GPU]) -> LinkRows:
+        """The rows of ``gpus`` (one per row; the same object counts once)."""
+        index: dict[int, int] = {}
+        distinct: list[GPU] = []
+        for g in gpus:
+            if id(g) not in index:
+                index[id(g)] = len(distinct)
+                distinct.append(g)
+        return cls(tuple(distinct), np.array([index[id(g)] for g in gpus], dtype=np.int64))
+
+    def allreduce(self, tp: ArrayLike) -> tuple[Array, Array]:
+        """``([n] link bandwidth (bytes/s), [n] latency beyond NVLink's (s))`` of one all-reduce of each row,
+        its GPU at its tensor-parallel degree ``tp`` (:func:`llmco2.specs.links.allreduce_bandwidth_bytes_per_s`
+        and :func:`llmco2.specs.links.allreduce_extra_latency_s`)."""
+        n = len(self.code)
+        if n == 0:
+            return np.zeros(0), np.zeros(0)
+        degree = np.broadcast_to(np.rint(np.asarray(tp, dtype=np.float64)).astype(np.int64), (n,))
+        pairs, inverse = np.unique(np.stack([self.code, degree], axis=1), axis=0, return_inverse=True)
+        values = np.array([(allreduce_bandwidth_bytes_per_s(self.gpus[g], int(t)), allreduce_extra_latency_s(self.gpus[g], int(t)))
+                           for g, t in pairs.tolist()], dtype=np.float64).reshape(-1, 2)
+        rows = values[np.asarray(inverse).reshape(-1)]
+        return np.ascontiguousarray(rows[:, 0]), np.ascontiguousarray(rows[:, 1])
