@@ -14,6 +14,7 @@ after Arrow has refused the file or a row has been found invalid.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import logging
 import re
@@ -26,6 +27,7 @@ import pyarrow.csv as pa_csv
 
 from llmco2.analytic.compressed import GZIP_ERRORS, arrow_input, corrupt_gzip, is_gzip, open_binary, open_text
 from llmco2.errors import InvalidInputError
+from llmco2.specs.limits import MAX_REQUEST_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -59,22 +61,30 @@ def not_utf8_error(path: Path) -> InvalidInputError:
 
 def _decoded_lines(path: Path, fh: IO[bytes]) -> Iterator[str]:
     """The lines of ``fh`` as text (a byte-order mark dropped), at most :data:`MAX_HEADER_BYTES` in all;
-    a byte that is not UTF-8 is an error naming its line."""
+    a byte that is not UTF-8 is an error naming its line, and so is a header that goes on past
+    those bytes (a line of more than a megabyte is no header)."""
     read, number = 0, 0
     while read < MAX_HEADER_BYTES and (raw := fh.readline(MAX_HEADER_BYTES - read)):
         read += len(raw)
         number += 1
         if number == 1 and raw.startswith(BOM):
             raw = raw[len(BOM):]
-        try:
-            line = raw.decode("utf-8")
+        cut = read >= MAX_HEADER_BYTES and not raw.endswith((b"\n", b"\r"))  # the last line read is not whole
+        try:  # a line cut inside a character keeps the whole characters before it
+            line = codecs.getincrementaldecoder("utf-8")().decode(raw, final=not cut)
         except UnicodeDecodeError as exc:
             raise InvalidInputError(f"{path}, line {number}: byte 0x{raw[exc.start]:02x} at column {exc.start + 1} "
                                     "is not UTF-8 text; save the file as UTF-8 (CSV) or give a Parquet request file",
                                     field="requests") from None
         if "\x00" in line:
             raise InvalidInputError(f"{path}, line {number}: not a CSV header (it holds NUL bytes)", field="requests")
-        yield from (part for part in _CR_END.split(line) if part)  # lines ended by CR alone, too
+        parts = [part for part in _CR_END.split(line) if part]  # lines ended by CR alone, too
+        for i, part in enumerate(parts):
+            if cut and i == len(parts) - 1:  # the header goes on past the bytes read
+                raise InvalidInputError(f"{path}, line {number}: the header is longer than {MAX_HEADER_BYTES:,} bytes "
+                                        f"({part.count(',') + 1:,} columns or more); a request file has at most "
+                                        f"{MAX_REQUEST_COLUMNS:,} columns", field="requests")
+            yield part
 
 
 def raw_header(path: Path) -> list[str]:

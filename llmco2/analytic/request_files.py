@@ -8,6 +8,7 @@ line 1).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from llmco2.analytic.request_parsing import (
 from llmco2.analytic.table import RequestTable
 from llmco2.errors import InvalidInputError
 from llmco2.file_checks import check_input_file
+from llmco2.specs.limits import MAX_REQUEST_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +133,14 @@ def _rebatch(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Record
 
 
 def check_header(path: Path, header: list[str]) -> None:
-    """The columns of a request file: every required one, none twice."""
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    """The columns of a request file: at most :data:`~llmco2.specs.limits.MAX_REQUEST_COLUMNS`,
+    every required one, none twice (linear in the number of columns)."""
+    if len(header) > MAX_REQUEST_COLUMNS:
+        raise InvalidInputError(f"{path} has {len(header):,} columns, more than the {MAX_REQUEST_COLUMNS:,} a request "
+                                "file may have; keep the request columns and those you want back beside the predictions",
+                                field="requests")
+    names = set(header)
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
     if len(missing) == len(REQUIRED_COLUMNS):
         shown = ", ".join(repr(h[:20]) for h in header[:6]) + (f" and {len(header) - 6} more" if len(header) > 6 else "")
         raise InvalidInputError(f"{path} does not look like a request file (expected columns {', '.join(REQUIRED_COLUMNS)}"
@@ -140,7 +148,7 @@ def check_header(path: Path, header: list[str]) -> None:
     if missing:
         raise InvalidInputError(f"{path}: missing columns {', '.join(missing)} (need {', '.join(REQUIRED_COLUMNS)})",
                                 field="requests")
-    dupes = sorted({h for h in header if header.count(h) > 1})
+    dupes = sorted(h for h, n in Counter(header).items() if n > 1) if len(names) < len(header) else []
     if dupes:
         raise InvalidInputError(f"{path}: column {', '.join(dupes)} appears more than once; keep one", field="requests")
 

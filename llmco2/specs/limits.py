@@ -22,6 +22,9 @@ MAX_ARCH_VALUE = 2**24
 MAX_CONTEXT = 2**30
 #: Integers beyond this are refused wherever they appear (the float64 mantissa holds them exactly).
 MAX_EXACT_INT = 2**53
+#: Most columns a request file may have (its header is checked up front: the required, optional and
+#: architecture columns are some 20, and a log's own columns a few hundred at most).
+MAX_REQUEST_COLUMNS = 10_000
 #: Most requests one serving simulation takes (each holds a few hundred bytes of state and log; a
 #: million is about an hour of a busy 8-GPU server and a few hundred MB).
 MAX_SIMULATED_REQUESTS = 1_000_000
