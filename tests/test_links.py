@@ -179,5 +179,7 @@ def test_link_rows_evaluate_each_gpu_and_degree_once() -> None:
     assert bw.tolist() == [32e9, 900e9, 32e9]
     assert extra.tolist() == [allreduce_extra_latency_s(gpus[0], 2), 0.0, allreduce_extra_latency_s(gpus[0], 4)]
     assert rows.take(np.array([2])).allreduce(4.0)[0].tolist() == [32e9]
+    assert rows == LinkRows((gpus[1], gpus[0]), np.array([1, 0, 1])) and rows != rows.take(np.array([1, 0, 2]))
+    assert np.array_equal(rows, LinkRows.of(list(gpus)))  # as tests compare the fields of HardwareRows
     empty = LinkRows.of([])
     assert empty.allreduce(np.zeros(0))[0].shape == (0,)

@@ -18,12 +18,19 @@ from llmco2.specs.links import allreduce_bandwidth_bytes_per_s, allreduce_extra_
 Array = NDArray[np.float64]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LinkRows:
-    """The GPU of each of ``n`` rows: ``gpus`` the distinct GPUs, ``code`` (``[n]``) each row's index into them."""
+    """The GPU of each of ``n`` rows: ``gpus`` the distinct GPUs, ``code`` (``[n]``) each row's index into them.
+    Two are equal when their rows hold equal GPUs, however the distinct GPUs are ordered."""
 
     gpus: tuple[GPU, ...]
     code: NDArray[np.int64]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LinkRows) and [self.gpus[i] for i in self.code.tolist()] == [
+            other.gpus[i] for i in other.code.tolist()]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def take(self, idx: NDArray[np.int64]) -> LinkRows:
         return LinkRows(self.gpus, self.code[idx])
