@@ -33,7 +33,7 @@ from llmco2.errors import Interrupted, InvalidInputError
 
 log = logging.getLogger(__name__)
 
-#: Seconds to wait for a scheduler given by address.
+#: Seconds to wait for a scheduler given by address: its TCP connection and Dask's handshake together.
 CONNECT_TIMEOUT_S = 5.0
 #: Request file types read from a folder.
 SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
@@ -203,7 +203,10 @@ def dask_client(cluster: str, workers: int | None, verbose: bool = False) -> Ite
         client = Client(local)
     else:
         local = None
+        from llmco2.api.cluster_connect import check_scheduler_answers
+
         try:
+            check_scheduler_answers(cluster, CONNECT_TIMEOUT_S)
             client = Client(cluster, timeout=CONNECT_TIMEOUT_S)
         except (OSError, TimeoutError, ValueError, TypeError) as exc:
             reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
