@@ -20,7 +20,7 @@ from llmco2.specs.requests import Request
 IntArray = NDArray[np.int64]
 
 #: LayerBatch fields that are a request's own counts (attribute of `Request`); every other field
-#: depends only on the architecture, the GPU and the request's dtypes, flags and engine.
+#: depends only on the architecture, the GPU and the request's dtypes, quantisation, flags and engine.
 ROW_COUNTS: dict[str, str] = {"batch": "batch_size", "prompt": "prompt_tokens", "generated": "generated_tokens",
                               "tp": "tensor_parallel", "num_gpus": "num_gpus"}
 
@@ -31,7 +31,7 @@ COUNT_ATTRS: tuple[str, ...] = ("batch_size", "prompt_tokens", "generated_tokens
 def request_kind_key(req: Request) -> tuple:
     """What of a request, besides its counts, the LayerBatch depends on."""
     return (req.weight_dtype, req.activation_dtype, req.kv_dtype, req.compute_dtype, req.flash_attention, req.causal,
-            req.engine)
+            req.engine, req.quantisation)
 
 
 def code_items(items: Sequence[tuple[ModelArch, Request, GPU]]

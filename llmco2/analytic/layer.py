@@ -19,10 +19,12 @@ from llmco2.analytic import kernels as K
 from llmco2.analytic.item_codes import COUNT_ATTRS, ROW_COUNTS, code_items
 from llmco2.analytic.item_codes import request_kind_key as request_kind_key  # re-exported: was defined here
 from llmco2.analytic.mixers import MIX_BOOLS, arch_mix_fields, mixed_layer_costs
+from llmco2.analytic.quantised import quantised_costs
 from llmco2.analytic.roofline import BOUNDS, RooflinePoint, roofline_point
 from llmco2.specs.engines import engine_level_index
 from llmco2.specs.gpus import GPU
 from llmco2.specs.models import ModelArch
+from llmco2.specs.quantisation import path_code
 from llmco2.specs.requests import Request, validate_request
 
 Array = NDArray[np.float64]
@@ -104,6 +106,7 @@ class LayerBatch:
     mem_capacity_bytes: Array
     tdp_w: Array
     engine: Array  # index of the request's serving engine in llmco2.specs.engine_levels()
+    quant: Array  # kernel path of the linear layers: index in llmco2.specs.quantisation.QUANT_PATHS (0: native)
     # layer mix and special blocks (llmco2.analytic.mixers.arch_mix_fields): shares of layers,
     # window, MLA, Mamba-2 and gated-DeltaNet shapes; ``special`` false for a plain transformer
     special: NDArray[np.bool_]
@@ -196,7 +199,7 @@ def _kind_fields(req: Request) -> dict[str, Any]:
     return {
         "flash": req.flash_attention, "causal": req.causal,
         "w_bytes": req.weight_bytes, "a_bytes": req.activation_bytes, "kv_bytes": req.kv_bytes,
-        "engine": engine_level_index(req.engine),
+        "engine": engine_level_index(req.engine), "quant": path_code(req.quantisation),
     }
 
 
@@ -261,7 +264,7 @@ def layer_costs(b: LayerBatch, phase: str) -> dict[str, K.KernelCost]:
         "all_reduce_mlp": K.all_reduce_cost(tokens, b.hidden, tp, a),
         "add_mlp": K.residual_add_cost(tokens, b.hidden, a),
     }
-    return mixed_layer_costs(b, phase, plain, tokens, passes, per_pass, pairs, flash_kv)
+    return quantised_costs(b, phase, mixed_layer_costs(b, phase, plain, tokens, passes, per_pass, pairs, flash_kv))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 from llmco2.analytic import kernels as K
 from llmco2.analytic import mixers as M
 from llmco2.analytic.layer import KERNEL_NAMES, PHASES, LayerAnalysis, LayerBatch, as_number
+from llmco2.analytic.quantised import bitsandbytes_rows
 from llmco2.analytic.roofline import roofline_point
 
 Array = NDArray[np.float64]
@@ -26,15 +27,19 @@ def head_costs(b: LayerBatch, phase: str) -> dict[str, K.KernelCost]:
 
     The LM head is vocabulary-parallel (split over ``tp``) and, as serving engines do, runs on the
     last prompt position only in prefill (``B`` rows) and on every decode step (``B`` rows each).
-    The embedding gather is split over ``tp`` too (vocabulary-parallel embedding).
+    The embedding gather is split over ``tp`` too (vocabulary-parallel embedding). bitsandbytes
+    leaves both in 16 bits (transformers keeps the LM head out of the quantised modules and the
+    embedding is not a linear layer): their weights take the activation dtype's size there.
     """
     tokens = K.phase_tokens(b.batch, b.prompt, b.generated, phase)
     passes = K.weight_passes(b.generated, phase)
     head_rows = b.batch if phase == "prefill" else tokens
+    bnb = bitsandbytes_rows(b)
+    w = np.where(bnb, b.a_bytes, b.w_bytes) if bnb.any() else b.w_bytes
     return {
-        "embedding": K.embedding_cost(tokens / b.tp, b.hidden, b.w_bytes, b.a_bytes),
+        "embedding": K.embedding_cost(tokens / b.tp, b.hidden, w, b.a_bytes),
         "final_norm": K.norm_cost(tokens, b.hidden, b.a_bytes, b.layernorm),
-        "lm_head": K.linear_cost(head_rows, b.hidden, b.vocab, b.tp, passes, b.w_bytes, b.a_bytes, split="column"),
+        "lm_head": K.linear_cost(head_rows, b.hidden, b.vocab, b.tp, passes, w, b.a_bytes, split="column"),
     }
 
 

@@ -1,4 +1,4 @@
-"""An inference request: batch, prompt and generated tokens, GPUs, dtypes, attention kernel."""
+"""An inference request: batch, prompt and generated tokens, GPUs, dtypes, weight quantisation, attention kernel."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from llmco2.specs.engines import DEFAULT_ENGINE, get_engine
 from llmco2.specs.gpus import GPU
 from llmco2.specs.limits import MAX_EXACT_INT, REQUEST_LIMITS, check_int
 from llmco2.specs.models import ModelArch
+from llmco2.specs.quantisation import METHODS, quant_path, resolve_quantisation
 
 WEIGHT_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
 ACTIVATION_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8")
+#: Activation dtypes of bitsandbytes layers (they quantise 16/32-bit activations themselves).
+BNB_ACTIVATION_DTYPES = ("fp32", "fp16", "bf16")
 
 
 def _positive_int(value: Any, name: str, minimum: int = 1) -> int:
@@ -33,15 +36,24 @@ class Request:
         num_gpus: GPUs serving the request; ``tensor_parallel * pipeline_parallel``.
         tensor_parallel: tensor-parallel degree (Megatron-style head/column/row sharding);
             ``None`` means all ``num_gpus``.
-        weight_dtype / activation_dtype / kv_dtype: storage types (``None``: derived, see below).
+        weight_dtype / activation_dtype / kv_dtype: storage types (``None``: derived; the weights
+            are ``fp16``, or the quantisation method's dtype when only the method is given).
         compute_dtype: type the matrix units run in (``None``: weight dtype for float and int8
-            weights, the activation dtype for 4-bit weight-only quantisation).
+            weights, the activation dtype for 4-bit weight-only quantisation; with a method, see
+            ``quantisation``).
         flash_attention: fused attention kernel (FlashAttention) or the three-kernel version.
         causal: count prefill attention over the causal triangle ``L(L+1)/2`` instead of the
             full ``L^2`` square that the paper and the seed notes use.
         engine: serving engine id from :mod:`llmco2.specs.engines` (``vllm`` by default; aliases
             are resolved, an unknown name is an error; ``unknown`` is the level for data rows whose
             engine is not in the catalog).
+        quantisation: weight quantisation method, a name of :data:`llmco2.specs.quantisation.QUANTISATIONS`
+            (aliases resolved), or ``None``: the kernels the weight dtype implies (``int4``/``fp4``:
+            weight-only, 16-bit arithmetic; ``int8``/``fp8``: 8-bit arithmetic). With a method, the
+            weight dtype defaults to the method's (awq/gptq/bnb-nf4/bnb-fp4: int4, bnb-int8: int8,
+            fp8: fp8, mxfp4/nvfp4: fp4, none: fp16) and another the method does not store is refused;
+            the matrix units run the activation dtype for weight-only and bitsandbytes 4-bit methods,
+            int8 for bnb-int8 and the weight dtype otherwise.
     """
 
     batch_size: int = 1
@@ -49,13 +61,14 @@ class Request:
     generated_tokens: int = 128
     num_gpus: int = 1
     tensor_parallel: int | None = None
-    weight_dtype: str = "fp16"
+    weight_dtype: str | None = None
     activation_dtype: str | None = None
     kv_dtype: str | None = None
     compute_dtype: str | None = None
     flash_attention: bool = True
     causal: bool = False
     engine: str = DEFAULT_ENGINE
+    quantisation: str | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -67,7 +80,7 @@ class Request:
         if self.num_gpus % tp:
             raise InvalidInputError(f"tensor_parallel {tp} must divide num_gpus {self.num_gpus}", field="tensor_parallel")
         set_(self, "tensor_parallel", tp)
-        w = canonical_dtype(self.weight_dtype, "weight_dtype")
+        q, w = resolve_quantisation(self.quantisation, self.weight_dtype)
         if w not in WEIGHT_DTYPES:
             raise InvalidInputError(f"weights cannot be {w}; expected one of {', '.join(WEIGHT_DTYPES)}", field="weight_dtype")
         set_(self, "weight_dtype", w)
@@ -75,18 +88,24 @@ class Request:
         a = canonical_dtype(a, "activation_dtype") if a is not None else (w if w in ("fp32", "fp16", "bf16") else "fp16")
         if a not in ACTIVATION_DTYPES:
             raise InvalidInputError(f"activations cannot be {a}; expected one of {', '.join(ACTIVATION_DTYPES)}", field="activation_dtype")
+        if quant_path(q).startswith("bnb") and a not in BNB_ACTIVATION_DTYPES:
+            raise InvalidInputError(f"{q} runs its layers on {'/'.join(BNB_ACTIVATION_DTYPES)} activations, not {a}",
+                                    field="quantisation")
         set_(self, "activation_dtype", a)
         kv = canonical_dtype(self.kv_dtype, "kv_dtype") if self.kv_dtype is not None else a
         if kv not in ACTIVATION_DTYPES:
             raise InvalidInputError(f"KV cache cannot be {kv}; expected one of {', '.join(ACTIVATION_DTYPES)}", field="kv_dtype")
         set_(self, "kv_dtype", kv)
         c = self.compute_dtype
-        if c is None:
+        if c is None and q is not None:
+            c = {"weight-only": a, "bnb-4bit": a, "bnb-int8": "int8"}.get(quant_path(q), w)
+        elif c is None:
             c = a if w in ("int4", "fp4") else w
         set_(self, "compute_dtype", canonical_dtype(c, "compute_dtype"))
         set_(self, "flash_attention", bool(self.flash_attention))
         set_(self, "causal", bool(self.causal))
         set_(self, "engine", get_engine(self.engine).id)
+        set_(self, "quantisation", q)
 
     @property
     def pipeline_parallel(self) -> int:
@@ -99,7 +118,14 @@ class Request:
 
     @property
     def weight_bytes(self) -> float:
-        return DTYPE_BYTES[self.weight_dtype]
+        """Bytes per weight as stored: the dtype's size plus the method's block scales (bitsandbytes 4-bit)."""
+        size = DTYPE_BYTES[self.weight_dtype]  # type: ignore[index]
+        return size + METHODS[self.quantisation].scale_bytes if self.quantisation else size
+
+    @property
+    def quant_path(self) -> str:
+        """Kernel path of the linear layers (:data:`llmco2.specs.quantisation.QUANT_PATHS`)."""
+        return quant_path(self.quantisation)
 
     @property
     def activation_bytes(self) -> float:
