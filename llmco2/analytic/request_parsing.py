@@ -21,7 +21,9 @@ from llmco2.specs import DEFAULT_ENGINE, GPU, ModelArch, Request, get_gpu, get_m
 from llmco2.specs.limits import REQUEST_LIMITS, arch_limit, check_int
 
 REQUIRED_COLUMNS = ("model", "gpu", "batch_size", "prompt_tokens", "generated_tokens")
-OPTIONAL_COLUMNS = ("num_gpus", "tensor_parallel", "dtype", "flash_attention", "engine")
+OPTIONAL_COLUMNS = ("num_gpus", "tensor_parallel", "dtype", "flash_attention", "engine", "quantisation")
+#: Columns of a row's request kind (its :meth:`Resolver.kind`), in key order.
+KIND_COLUMNS = ("dtype", "flash_attention", "engine", "quantisation")
 #: Architecture columns that override the catalog model (the sampler writes perturbed variants).
 ARCH_COLUMNS = ("hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim")
 _TRUE = {"1", "true", "yes", "y", "t"}
@@ -96,13 +98,14 @@ class RowDefaults:
     """What a request row takes where the file has no column of its own (precisions, attention
     kernel, engine), and whether rows longer than the model's context are predicted anyway."""
 
-    dtype: str = "fp16"
+    dtype: str | None = "fp16"
     act_dtype: str | None = None
     kv_dtype: str | None = None
     flash_attention: bool = True
     causal: bool = False
     engine: str = DEFAULT_ENGINE
     ignore_context: bool = False
+    quantisation: str | None = None
 
 
 class Resolver:
@@ -127,15 +130,16 @@ class Resolver:
             self.gpus[name] = get_gpu(name.strip())
         return self.gpus[name]
 
-    def kind(self, key: tuple[str, str, str]) -> Request:
-        """A request of the row's dtype, attention kernel and engine (its counts are placeholders)."""
+    def kind(self, key: tuple[str, str, str, str]) -> Request:
+        """A request of the row's dtype, attention kernel, engine and quantisation (:data:`KIND_COLUMNS`;
+        its counts are placeholders)."""
         if key not in self.kinds:
             d = self.defaults
-            dtype, flash, engine = (v.strip() for v in key)
+            dtype, flash, engine, quant = (v.strip() for v in key)
             self.kinds[key] = Request(
                 weight_dtype=dtype or d.dtype, activation_dtype=d.act_dtype, kv_dtype=d.kv_dtype,
                 flash_attention=_bool(flash, "flash_attention") if flash else d.flash_attention,
-                causal=d.causal, engine=engine or d.engine or DEFAULT_ENGINE)
+                causal=d.causal, engine=engine or d.engine or DEFAULT_ENGINE, quantisation=quant or d.quantisation)
         return self.kinds[key]
 
 
@@ -162,13 +166,13 @@ def parse_chunk(header: list[str], batch: pa.RecordBatch, lines: NDArray[np.int6
     resolved once per distinct value; nothing runs once per row in Python."""
     n = batch.num_rows
     cols = dict(zip(header, batch.columns, strict=True))
-    empty = empty_strings(n) if any(c not in cols for c in ("dtype", "flash_attention", "engine", "num_gpus")) else None
+    empty = empty_strings(n) if any(c not in cols for c in (*KIND_COLUMNS, "num_gpus")) else None
     arch_cols = tuple(c for c in ARCH_COLUMNS if c in cols)
     arch, model_keys, model_first = _groups([_encoded(cols["model"]), *(_encoded(cols[c]) for c in arch_cols)])
     archs = _resolve(model_keys, lambda k: resolver.model(k, arch_cols), model_first, lines)
     gpu, gpu_keys, gpu_first = _groups([_encoded(cols["gpu"])])
     gpus = _resolve([k[0] for k in gpu_keys], resolver.gpu, gpu_first, lines)
-    kind, kind_keys, kind_first = _groups([_encoded(cols.get(c, empty)) for c in ("dtype", "flash_attention", "engine")])
+    kind, kind_keys, kind_first = _groups([_encoded(cols.get(c, empty)) for c in KIND_COLUMNS])
     kinds = _resolve(kind_keys, resolver.kind, kind_first, lines)
     batch_size = _integers(cols["batch_size"], "batch_size", lines)
     prompt = _integers(cols["prompt_tokens"], "prompt_tokens", lines)

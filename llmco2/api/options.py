@@ -25,6 +25,7 @@ import numpy as np
 from llmco2.analytic.request_parsing import RowDefaults
 from llmco2.errors import InvalidInputError
 from llmco2.specs import DEFAULT_ENGINE
+from llmco2.specs.quantisation import canonical_quantisation
 
 
 def parse_pue(value: float | str | None) -> float | str | None:
@@ -57,12 +58,17 @@ def check_texts(**texts: Any) -> None:
 
 @dataclass(frozen=True)
 class RequestOptions:
-    """How a request runs: engine, precisions, attention kernel, and the checkpoint that predicts it.
+    """How a request runs: engine, precisions, weight quantisation, attention kernel, and the checkpoint that predicts it.
 
     Attributes:
         engine: serving engine id (``vllm``, ``hf``, ``tensorrt-llm``, ...); in a request file, the
             engine of rows without an ``engine`` column.
-        dtype: weight precision (``fp16``, ``bf16``, ``fp8``, ``int8``, ``int4``, ...).
+        dtype: weight precision (``fp16``, ``bf16``, ``fp8``, ``int8``, ``int4``, ...); ``None``:
+            ``fp16``, or the quantisation method's own dtype when ``quantisation`` is given.
+        quantisation: weight quantisation method (``awq``, ``gptq``, ``bnb-int8``, ``bnb-nf4``,
+            ``bnb-fp4``, ``fp8``, ``mxfp4``, ``nvfp4``, ``none``; :mod:`llmco2.specs.quantisation`);
+            ``None``: the kernels the dtype implies. In a request file, the method of rows without
+            a ``quantisation`` column (or with an empty cell).
         act_dtype, kv_dtype: activation and KV-cache precisions (default: ``dtype``).
         flash_attention: fused attention kernels (default true).
         causal: count only the causal half of prefill attention.
@@ -72,7 +78,7 @@ class RequestOptions:
     """
 
     engine: str = DEFAULT_ENGINE
-    dtype: str = "fp16"
+    dtype: str | None = None
     act_dtype: str | None = None
     kv_dtype: str | None = None
     flash_attention: bool = True
@@ -80,17 +86,20 @@ class RequestOptions:
     ignore_context: bool = False
     approximate: bool = False
     checkpoint: str | None = None
+    quantisation: str | None = None
 
     def __post_init__(self) -> None:
         check_flags(flash_attention=self.flash_attention, causal=self.causal, ignore_context=self.ignore_context,
                     approximate=self.approximate)
-        check_texts(engine=self.engine, dtype=self.dtype, checkpoint=self.checkpoint)
+        check_texts(engine=self.engine, dtype=self.dtype, checkpoint=self.checkpoint, quantisation=self.quantisation)
+        if self.quantisation is not None:
+            canonical_quantisation(self.quantisation)  # an unknown method is refused here, naming the field
 
     def row_defaults(self) -> RowDefaults:
         """The values a request file's rows take where they have no column of their own."""
         return RowDefaults(dtype=self.dtype, act_dtype=self.act_dtype, kv_dtype=self.kv_dtype,
                            flash_attention=self.flash_attention, causal=self.causal, engine=self.engine,
-                           ignore_context=self.ignore_context)
+                           ignore_context=self.ignore_context, quantisation=self.quantisation)
 
 
 @dataclass(frozen=True)
@@ -183,7 +192,11 @@ class FileJob:
     def fingerprint_options(self) -> dict[str, Any]:
         """Every option of the job that changes its output, as JSON-ready values (what a resumed
         run must share with the run it continues; the cluster and its workers may differ)."""
-        values = {**asdict(self.options), **{k: v for k, v in asdict(self.assumptions).items() if k != "intensity"},
+        options = asdict(self.options)
+        if options["quantisation"] is None:  # as a run written before the option existed records it
+            options.pop("quantisation")
+            options["dtype"] = options["dtype"] or "fp16"
+        values = {**options, **{k: v for k, v in asdict(self.assumptions).items() if k != "intensity"},
                   "intensity": None if self.assumptions.intensity is None else str(self.assumptions.intensity),
                   "partition_rows": self.cluster.partition_rows, "on_error": self.on_error}
         return {k: v for k, v in sorted(values.items()) if not (isinstance(v, float) and not math.isfinite(v))}

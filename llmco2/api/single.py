@@ -107,7 +107,7 @@ def _request(model: str | ModelArch, gpu: str | GPU, batch_size: int, prompt_tok
     dev = get_gpu(gpu)
     req = Request(batch_size=batch_size, prompt_tokens=prompt_tokens, generated_tokens=generated_tokens, num_gpus=gpus,
                   tensor_parallel=tp, weight_dtype=opts.dtype, activation_dtype=opts.act_dtype, kv_dtype=opts.kv_dtype,
-                  flash_attention=opts.flash_attention, causal=opts.causal)
+                  flash_attention=opts.flash_attention, causal=opts.causal, quantisation=opts.quantisation)
     validate_request(req, arch, dev, check_context=not opts.ignore_context)
     return arch, req.replace(engine=opts.engine), dev
 

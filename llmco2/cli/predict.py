@@ -48,6 +48,12 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     p.add_argument("--checkpoint", default=None, help="predictor checkpoint (default: the shipped one)")
     add_scope_arguments(p)
     add_request_args(p, single=False)
+    p.add_argument("--quantisation", default=None, metavar="METHOD",
+                   help="weight quantisation method: awq, gptq (Marlin/ExLlama: 4-bit weights, 16-bit arithmetic), bnb-int8, "
+                        "bnb-nf4, bnb-fp4 (bitsandbytes: dequantising kernels, slower than fp16), fp8, mxfp4, nvfp4, none; "
+                        "sets the weight dtype when --dtype is left out (default: the kernels --dtype implies); with "
+                        "--requests, the default for rows without a quantisation column")
+    p.set_defaults(dtype=None)  # --dtype left out: fp16, or the --quantisation method's own dtype
     from llmco2.cli.serving import add_serving_arguments
 
     add_serving_arguments(p)

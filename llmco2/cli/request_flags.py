@@ -5,13 +5,19 @@ from __future__ import annotations
 import argparse
 
 from llmco2.api.options import Assumptions, RequestOptions
+from llmco2.errors import InvalidInputError
 
 
 def request_options(args: argparse.Namespace) -> RequestOptions:
-    """The request options of ``llmco2 predict``'s flags."""
+    """The request options of ``llmco2 predict``'s flags. ``--quantisation`` is refused with
+    ``--serving`` (the serving simulation builds its server from the dtype alone)."""
+    quantisation = getattr(args, "quantisation", None)
+    if quantisation is not None and getattr(args, "serving", False):
+        raise InvalidInputError("does not apply with --serving yet (the serving simulation takes --dtype only); "
+                                "leave it out", field="--quantisation")
     return RequestOptions(engine=args.engine, dtype=args.dtype, act_dtype=args.act_dtype, kv_dtype=args.kv_dtype,
                           flash_attention=args.flash_attention, causal=args.causal, ignore_context=args.ignore_context,
-                          approximate=args.approximate, checkpoint=args.checkpoint)
+                          approximate=args.approximate, checkpoint=args.checkpoint, quantisation=quantisation)
 
 
 def assumptions(args: argparse.Namespace) -> Assumptions:
