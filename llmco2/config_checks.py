@@ -26,8 +26,18 @@ TRAIN_SCHEMA: Schema = {
 }
 #: ``conf/trainer/*.yaml``.
 TRAINER_SCHEMA: Schema = {k: TRAIN_SCHEMA[k] for k in ("lr", "batch_size", "max_epochs", "patience", "threads")}
+#: Most configurations one sample may draw, in ``llmco2 sample --n`` and the Hydra sample app's ``n``
+#: (both write block by block, ~62 bytes of CSV per row: this bound is some 70 TB of output).
+MAX_SAMPLE_ROWS = 2**40
 #: ``conf/sample.yaml``.
-SAMPLE_SCHEMA: Schema = {"n": (int, 1, 2**40), "seed": (int, 0, 2**32 - 1)}
+SAMPLE_SCHEMA: Schema = {"n": (int, 1, MAX_SAMPLE_ROWS), "seed": (int, 0, 2**32 - 1)}
+#: Counts of ``conf/sampler/*.yaml`` and of Algorithm 1's ``loop`` (``conf/experiment/focused_loop.yaml``).
+SAMPLER_SCHEMA: Schema = {"max_rounds": (int, 1, 10**6)}
+LOOP_SCHEMA: Schema = {"top_k": (int, 1, 2**31), "b": (int, 1, 2**31), "max_rounds": (int, 0, 10**6)}
+#: Counts of the scikit-learn baselines (``conf/model/gbt.yaml``, ``deepen.yaml``) under ``model.predictor``.
+BASELINE_SCHEMA: Schema = {"max_iter": (int, 1, 10**6), "n_estimators": (int, 1, 10**6), "learning_rate": (float, 1e-12, 10.0)}
+#: ``max_rows`` of a data source (``conf/data/*.yaml``): null keeps every row.
+MAX_ROWS: tuple[type, float, float] = (int, 1, 2**53)
 
 
 def check_value(value: Any, key: str, kind: type, minimum: float, maximum: float) -> None:
@@ -79,8 +89,30 @@ def check_experiment_config(cfg: Any) -> None:
     _check_keys(cfg, TRAINER_SCHEMA, "trainer.")
     if str(_select(cfg, "model.predictor._target_")).endswith("GNNPredictor"):
         _check_keys(cfg, TRAIN_SCHEMA, "model.predictor.config.")
+    else:
+        _check_keys(cfg, BASELINE_SCHEMA, "model.predictor.")
+    _check_sources(cfg)
+
+
+def _check_sources(cfg: Any) -> None:
+    """``max_rows`` of every ``data.sources`` entry: null (every row) or a positive count."""
+    from omegaconf import OmegaConf
+
+    try:
+        sources = OmegaConf.select(cfg, "data.sources", default=None)
+    except Exception:  # noqa: BLE001 - a node a sweep fills in later is checked when it is there
+        return
+    if not OmegaConf.is_list(sources):
+        return
+    for i in range(len(sources)):
+        key = f"data.sources.{i}.max_rows"
+        value = _select(cfg, key)
+        if value is not _UNSET and value is not None:
+            check_value(value, key, *MAX_ROWS)
 
 
 def check_sample_config(cfg: Any) -> None:
-    """A composed ``conf/sample.yaml`` (``n``, ``seed``)."""
+    """A composed ``conf/sample.yaml`` (``n``, ``seed``, the sampler's and the loop's counts)."""
     _check_keys(cfg, SAMPLE_SCHEMA, "")
+    _check_keys(cfg, SAMPLER_SCHEMA, "sampler.")
+    _check_keys(cfg, LOOP_SCHEMA, "loop.")

@@ -52,3 +52,15 @@ class Interrupted(LLMCO2Error):
         again = "; run the same command again to resume" if resumable else ""
         super().__init__(f"interrupted after {done:,}{of} rows{again}")
         self.exit_code = exit_code
+
+
+class Stopped(LLMCO2Error):
+    """A run stopped by Ctrl-C or SIGTERM; the message says what was kept and how to go on.
+
+    Attributes:
+        exit_code: 130 after Ctrl-C (SIGINT), 143 after SIGTERM.
+    """
+
+    def __init__(self, message: str, exit_code: int = 130) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

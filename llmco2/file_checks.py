@@ -56,13 +56,9 @@ def check_output_path(path: str | Path, field: str = "--out", suffixes: tuple[st
             break
     if not folder.exists():
         raise refuse(f"folder {folder} does not exist")
-    try:
-        with tempfile.TemporaryFile(dir=folder, prefix=f".{p.name}.", suffix=".probe"):
-            pass
-    except OSError as exc:
-        reason = {errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-                  errno.EROFS: "read-only file system"}.get(exc.errno or 0, exc.strerror or str(exc))
-        raise refuse(f"{reason} (folder {folder})") from None
+    reason = unwritable(folder)
+    if reason is not None:
+        raise refuse(f"{reason} (folder {folder})")
     if p.exists() and not os.access(p, os.W_OK):
         raise refuse("the existing file is read-only")
     return p
@@ -77,8 +73,22 @@ def check_output_folder(path: str | Path, field: str = "--out") -> Path:
     existing = next(a for a in [p, *p.parents] if a.exists() or a == Path(a.anchor or "."))
     if not existing.is_dir():
         raise InvalidInputError(f"cannot write {p}: {existing} is a file, not a folder", field=field)
-    check_output_path(existing / "probe", field)
+    reason = unwritable(existing)
+    if reason is not None:
+        raise InvalidInputError(f"cannot write {p}: {reason} (folder {existing})", field=field)
     return p
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why no file can be created in the existing ``folder`` (checked by creating and removing a
+    temporary file there); None when one can."""
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".llmco2.", suffix=".probe"):
+            pass
+    except OSError as exc:
+        return {errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+                errno.EROFS: "read-only file system"}.get(exc.errno or 0, exc.strerror or str(exc))
+    return None
 
 
 def same_path(a: str | Path, b: str | Path) -> bool:

@@ -7,9 +7,14 @@ a group that the defaults list lacks (``experiment=nope``) or an override it can
 the configuration the way Hydra is about to (in a multirun, once for every value of every sweep),
 runs the app's own value checks on it, and turns the first failure into an
 :class:`~llmco2.errors.InvalidInputError`: the override, what is wrong, the closest valid spelling
-and what is valid there. Nothing is written before that (Hydra creates the run folder first).
+and what is valid there; a run folder (``hydra.run.dir``) that cannot be made, under a file say,
+is refused the same way. Nothing is written before that (Hydra creates the run folder first).
 ``+key=value`` adds a key and ``~key`` removes one, as in Hydra; with ``HYDRA_FULL_ERROR=1`` in the
 environment the command line goes to Hydra unchecked, for its full report.
+
+While a job runs, SIGTERM stops it as Ctrl-C does; either ends it with one line (what the task
+kept, when it raises :class:`~llmco2.errors.Stopped`) and exit code 130 (SIGINT) or 143 (SIGTERM).
+:func:`instantiate` reports a target's InvalidInputError under its dotted key, in one line.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import Any
 
-from llmco2.errors import InvalidInputError
+from llmco2.errors import Interrupted, InvalidInputError, Stopped
+from llmco2.file_checks import check_output_folder
+from llmco2.interrupts import exit_code, terminate_as_interrupt
 
 #: Checks of a composed configuration (``llmco2.config_checks``) that raise InvalidInputError.
 Check = Callable[[Any], None]
@@ -42,7 +49,7 @@ def hydra_main(config_dir: Path | None, config_name: str, check: Check | None = 
 
         @functools.wraps(task)
         def job(cfg: Any) -> Any:
-            with _one_line():
+            with _one_line(), terminate_as_interrupt():
                 if check is not None:
                     check(cfg)
                 return task(cfg)
@@ -54,7 +61,7 @@ def hydra_main(config_dir: Path | None, config_name: str, check: Check | None = 
         def main() -> Any:
             with _one_line():
                 check_command_line(sys.argv[1:], config_dir, config_name, check)
-            return run()
+                return run()
 
         return main
 
@@ -63,11 +70,53 @@ def hydra_main(config_dir: Path | None, config_name: str, check: Check | None = 
 
 @contextmanager
 def _one_line() -> Iterator[None]:
+    """InvalidInputError: one line and exit 2; Ctrl-C or SIGTERM (a task's :class:`Stopped` saying
+    what it kept, or a bare interrupt): one line and exit 130 or 143."""
     try:
         yield
     except InvalidInputError as exc:
         sys.stderr.write(f"llmco2: error: {exc}\n")
         raise SystemExit(2) from None
+    except (Stopped, Interrupted) as exc:
+        sys.stderr.write(f"llmco2: {exc}\n")
+        raise SystemExit(exc.exit_code) from None
+    except KeyboardInterrupt as exc:
+        sys.stderr.write("llmco2: interrupted\n")
+        raise SystemExit(exit_code(exc)) from None
+
+
+def instantiate(node: Any, key: str, **kwargs: Any) -> Any:
+    """``hydra.utils.instantiate(node, **kwargs)``, an InvalidInputError of the target (a count out
+    of range, say) raised as itself under the dotted ``key`` of ``node`` (``sampler.max_batch``)
+    instead of Hydra's several-line InstantiationException."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate as hydra_instantiate
+
+    try:
+        return hydra_instantiate(node, **kwargs)
+    except InstantiationException as exc:
+        cause = exc.__cause__
+        if not isinstance(cause, InvalidInputError):
+            raise
+        text = str(cause.args[0]) if cause.args else ""
+        if cause.field and text.startswith(cause.field):
+            text = text[len(cause.field):].lstrip(": ")
+        raise InvalidInputError(text, field=f"{key}.{cause.field}" if cause.field else key) from None
+
+
+def check_run_folder(cfg: Any, multirun: bool) -> None:
+    """The folder Hydra will create for a composed config (``hydra.run.dir``, or ``hydra.sweep.dir``
+    in a multirun) can be made: no file on its way, the nearest existing folder writable. A folder
+    whose name is only known once a job runs is left to Hydra."""
+    from omegaconf import OmegaConf
+
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    try:
+        folder = OmegaConf.select(cfg, key, throw_on_missing=True)
+    except Exception:  # noqa: BLE001 - e.g. ${hydra:job.num}: resolved by Hydra at run time
+        return
+    if folder is not None and str(folder).strip():
+        check_output_folder(str(folder), field=key)
 
 
 def check_command_line(argv: list[str], config_dir: Path | None, config_name: str, check: Check | None = None) -> None:
@@ -126,11 +175,14 @@ class _Composer:
                 key, value = o.get_key_element(), o.input_line.partition("=")[2]
                 raise InvalidInputError(f"{o.input_line}: a sweep runs with --multirun (-m); for a list write {key}=[{value}], "
                                         f"for one string {key}=\"'{value}'\"")
-            self._checked(self._compose(self.texts, RunMode.RUN))
+            cfg = self._compose(self.texts, RunMode.RUN)
+            self._checked(cfg)
+            check_run_folder(cfg, multirun=False)
             return
         for o in sweeps:
             if o.is_hydra_override():
                 raise InvalidInputError(f"{o.input_line}: Hydra's own settings (hydra.*) cannot be swept")
+        check_run_folder(master, multirun=True)
         for variant in self._variants(parser, parsed, master):
             self._checked(self._compose(variant, RunMode.RUN))
 

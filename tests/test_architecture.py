@@ -35,7 +35,7 @@ STAGES = ("specs", "analytic", "graph", "data", "measure", "physics", "predictio
 #: Modules outside the stage packages, shared by every stage (before the first). The package
 #: itself (its lazy re-exports of the API) sits with the API.
 SHARED = ("llmco2.version", "llmco2.errors", "llmco2.file_checks", "llmco2.config_checks", "llmco2.resumable_output",
-          "llmco2.hydra_app")
+          "llmco2.hydra_app", "llmco2.interrupts")
 
 
 def stage(module: str) -> int:

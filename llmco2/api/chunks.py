@@ -1,14 +1,12 @@
 """What a run over request files shares, whether one process or a cluster's workers run it: the
-prediction columns and the batch written for a chunk, the GPUs of a file, a progress bar, SIGTERM
-as an interrupt, and the allocator and garbage-collector settings of a long prediction.
+prediction columns and the batch written for a chunk, the GPUs of a file, a progress bar, and the
+allocator and garbage-collector settings of a long prediction.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import signal
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from llmco2.errors import InvalidInputError, Terminated
+from llmco2.errors import InvalidInputError
 
 log = logging.getLogger(__name__)
 
@@ -149,23 +147,6 @@ def file_gpus(path: Path) -> list[Any]:
         except InvalidInputError:
             continue  # reported with its line when its chunk is read
     return list({g.id: g for g in gpus.values()}.values())
-
-
-@contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises :class:`~llmco2.errors.Terminated` (a ``KeyboardInterrupt``) while this runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager

@@ -223,7 +223,7 @@ def dask_client(cluster: str, workers: int | None, verbose: bool = False) -> Ite
 def predict_cluster(job: FileJob) -> int:
     """Predict every request of the files ``job.requests`` names into Parquet parts in
     ``job.out`` on the Dask cluster ``job.cluster.address``; summary line on stderr."""
-    from llmco2.api.chunks import terminate_as_interrupt
+    from llmco2.interrupts import terminate_as_interrupt
 
     progress = {"rows": 0, "total": 0}
     try:

@@ -32,13 +32,13 @@ from llmco2.api.chunks import (  # noqa: F401 - PREDICTION_COLUMNS and predictio
     progress_bar,
     rare_collections,
     reused_memory,
-    terminate_as_interrupt,
     totals_line,
     totals_record,
 )
 from llmco2.api.options import FileJob
 from llmco2.errors import Interrupted, InvalidInputError
 from llmco2.file_checks import check_input_file, check_output_path
+from llmco2.interrupts import terminate_as_interrupt
 
 log = logging.getLogger(__name__)
 

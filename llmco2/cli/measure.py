@@ -16,8 +16,6 @@ from llmco2.cli.common import fmt_time, print_json
 
 log = logging.getLogger(__name__)
 
-EXIT_INTERRUPTED = 130
-
 
 def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     p = sub.add_parser("measure", help="measure prefill/decode GPU energy of the configurations in a CSV (NVML)",
@@ -99,12 +97,15 @@ def cmd_measure(args: argparse.Namespace) -> int:
         else:
             _print_plan(plan)
         return 0
+    from llmco2.interrupts import exit_code, terminate_as_interrupt
+
     try:
-        summary = run_sweep(options)
-    except KeyboardInterrupt:
+        with terminate_as_interrupt():  # SIGTERM (a Slurm time limit, say) stops like Ctrl-C: exit 143
+            summary = run_sweep(options)
+    except KeyboardInterrupt as exc:
         sys.stderr.write(f"llmco2: interrupted; finished configurations are in {options.shard_out}; "
                          f"run the same command again to resume\n")
-        return EXIT_INTERRUPTED
+        return exit_code(exc)
     if args.json:
         print_json(summary)
     else:

@@ -8,15 +8,13 @@ the command-line choices on top.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from llmco2.errors import InvalidInputError
+from llmco2.config_checks import SAMPLE_SCHEMA, check_value
 from llmco2.file_checks import check_output_path
+from llmco2.interrupts import terminate_as_interrupt
 
 TRACES = {"code": ["code"], "conv": ["conv"], "both": ["code", "conv"]}
 
@@ -54,8 +52,7 @@ def _sampler_config(strategy: str) -> dict[str, Any]:
 def cmd_sample(args: argparse.Namespace) -> int:
     from llmco2.data import sampling
 
-    if args.n < 1:
-        raise InvalidInputError(f"must be >= 1, got {args.n}", field="--n")
+    check_value(args.n, "--n", *SAMPLE_SCHEMA["n"])  # the Hydra sample app's bound on n as well
     out = check_output_path(args.out, "--out", (".csv",))
     params = _sampler_config(args.strategy)
     if args.gpus:
@@ -71,34 +68,10 @@ def cmd_sample(args: argparse.Namespace) -> int:
         params["max_prompt"] = int(max(t["prompt_tokens"].max() for t in traces))
         params["max_generated"] = int(max(t["generated_tokens"].max() for t in traces))
         sampler = sampling.RandomSampler(**params)
-    from llmco2.api.chunks import terminate_as_interrupt
-
     with terminate_as_interrupt():  # SIGTERM stops like Ctrl-C: exit 143, the temporary file removed
-        rows = _write_blocks(sampler.sample_blocks(args.n, seed=args.seed), out)
+        rows = sampling.write_blocks(sampler.sample_blocks(args.n, seed=args.seed), out)
     report = getattr(sampler, "last_report", None)
     dropped = f"; {report}" if report is not None and str(report) else ""
     sys.stderr.write(f"wrote {rows} {args.strategy} configurations to {out} in {time.perf_counter() - start:.2f} s{dropped}\n")
     return 0
 
-
-def _write_blocks(frames: Iterator[Any], out: Path) -> int:
-    """Write the sample frames one after the other to a temporary file beside ``out``, renamed to
-    ``out`` when complete (removed if anything stops it). Returns the rows written."""
-    from llmco2.data.sampling import check_samples, to_csv
-
-    tmp = out.with_name(f".{out.name}.sample.tmp")
-    rows = 0
-    try:
-        for frame in frames:
-            if rows == 0:
-                to_csv(frame, tmp.with_suffix(".csv"))
-                os.replace(tmp.with_suffix(".csv"), tmp)
-            else:
-                check_samples(frame).to_csv(tmp, mode="a", header=False, index=False)
-            rows += len(frame)
-            del frame
-        os.replace(tmp, out)
-    finally:
-        for leftover in (tmp, tmp.with_suffix(".csv")):
-            leftover.unlink(missing_ok=True)
-    return rows

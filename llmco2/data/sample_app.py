@@ -14,14 +14,16 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import hydra
+import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from llmco2.errors import InvalidInputError
-from llmco2.hydra_app import hydra_main
+from llmco2.file_checks import check_output_folder, check_output_path
+from llmco2.hydra_app import hydra_main, instantiate
 
 log = logging.getLogger(__name__)
 
@@ -37,25 +39,58 @@ def _out(cfg: DictConfig) -> str | None:
     return None if out is None else str(out)
 
 
+class SampleTally:
+    """The counts of a sample's columns, gathered block by block as it is written (memory: the
+    distinct values, not the rows)."""
+
+    COLUMNS = ("trace", "gpu", "num_gpus", "batch_size", "dtype")
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.counts: dict[str, dict[str, int]] = {c: {} for c in self.COLUMNS}
+        self.models: set[str] = set()
+
+    def passing(self, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        """``frames`` unchanged, each one counted on its way."""
+        for frame in frames:
+            self.rows += len(frame)
+            for col in self.COLUMNS:
+                tally = self.counts[col]
+                for value, count in frame[col].value_counts().items():
+                    tally[str(value)] = tally.get(str(value), 0) + int(count)
+            self.models.update(frame["model"].astype(str).unique())
+            yield frame
+
+    def metrics(self) -> dict[str, Any]:
+        """``by_<column>`` counts (in the order of the column's values) and the number of models."""
+        out: dict[str, Any] = {}
+        for col, tally in self.counts.items():
+            numeric = col in ("num_gpus", "batch_size")
+            keys = sorted(tally, key=(lambda k: int(k)) if numeric else None)
+            out[f"by_{col}"] = {k: tally[k] for k in keys}
+        out["models"] = len(self.models)
+        return out
+
+
 def run_sample(cfg: DictConfig) -> dict[str, Any]:
     """Instantiate ``cfg.sampler``, draw ``cfg.n`` configurations with ``cfg.seed`` and write
-    them to ``cfg.out`` (CSV). Returns metrics: rows, time, dropped configurations, mix."""
-    from llmco2.data.sampling import to_csv
+    them to ``cfg.out`` (CSV) block by block, as ``llmco2 sample`` does (memory bounded whatever
+    ``n``; the file appears whole or not at all). Returns metrics: rows, time, dropped
+    configurations, mix."""
+    from llmco2.data.sampling import write_blocks
 
-    out = _out(cfg)
-    if out is None:
-        raise InvalidInputError("set out=<file.csv> (where the sampled configurations go)", field="out")
-    sampler = hydra.utils.instantiate(cfg.sampler)
+    check(cfg)
+    out = Path(str(_out(cfg)))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    check_output_path(out, "out", (".csv",))
+    sampler = instantiate(cfg.sampler, "sampler")
     start = time.perf_counter()
-    df = sampler.sample(int(cfg.n), seed=int(cfg.seed))
+    tally = SampleTally()
+    rows = write_blocks(tally.passing(sampler.sample_blocks(int(cfg.n), seed=int(cfg.seed))), out)
     seconds = time.perf_counter() - start
-    path = to_csv(df, out)
-    metrics: dict[str, Any] = {"task": "sample", "sampler": type(sampler).__name__, "rows": len(df), "out": str(path),
-                               **sampler.last_report.as_dict(), "seconds": round(seconds, 3)}
-    for col in ("trace", "gpu", "num_gpus", "batch_size", "dtype"):
-        metrics[f"by_{col}"] = {str(k): int(v) for k, v in df[col].value_counts().sort_index().items()}
-    metrics["models"] = int(df["model"].nunique())
-    log.info("sampled %d configurations in %.2f s -> %s", len(df), seconds, path)
+    metrics: dict[str, Any] = {"task": "sample", "sampler": type(sampler).__name__, "rows": rows, "out": str(out),
+                               **sampler.last_report.as_dict(), "seconds": round(seconds, 3), **tally.metrics()}
+    log.info("sampled %d configurations in %.2f s -> %s", rows, seconds, out)
     return metrics
 
 
@@ -67,11 +102,11 @@ def run_focused_loop(cfg: DictConfig) -> dict[str, Any]:
     from llmco2.data.sampling import focused_loop, sklearn_callables, to_csv
 
     loop = cfg.loop
-    sampler = hydra.utils.instantiate(cfg.sampler)
+    sampler = instantiate(cfg.sampler, "sampler")
     start = time.perf_counter()
     initial = sampler.sample(int(cfg.n), seed=int(cfg.seed))
-    fit, predict = sklearn_callables(hydra.utils.instantiate(loop.regressor))
-    measure = hydra.utils.instantiate(loop.measure)
+    fit, predict = sklearn_callables(instantiate(loop.regressor, "loop.regressor"))
+    measure = instantiate(loop.measure, "loop.measure")
     ranges = OmegaConf.to_container(loop.ranges, resolve=True) if loop.get("ranges") is not None else None
     result = focused_loop(initial, fit, predict, measure, test_fraction=float(loop.test_fraction), top_k=int(loop.top_k),
                           b=int(loop.b), ranges=ranges, error_threshold=float(loop.error_threshold),  # type: ignore[arg-type]
@@ -92,13 +127,27 @@ def run_focused_loop(cfg: DictConfig) -> dict[str, Any]:
 
 
 def check(cfg: DictConfig) -> None:
-    """``n``, ``seed`` and ``task`` of a composed config (before anything is written)."""
+    """``n``, ``seed``, ``task``, the sampler's settings and ``out`` of a composed config (before
+    anything is written; an ``out`` whose folder is missing is created when the task runs)."""
     from llmco2.config_checks import check_sample_config
 
     check_sample_config(cfg)
     task = str(cfg.get("task", "sample"))
     if task not in TASKS:
         raise InvalidInputError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}", field="task")
+    instantiate(cfg.sampler, "sampler")
+    out = _out(cfg)
+    if task == "sample":
+        if out is None:
+            raise InvalidInputError("set out=<file.csv> (where the sampled configurations go)", field="out")
+        path = Path(out)
+        if path.suffix.lower() != ".csv":
+            raise InvalidInputError(f"cannot write {path}: sample files are .csv", field="out")
+        check_output_folder(path.parent, "out")
+        if path.parent.is_dir():
+            check_output_path(path, "out", (".csv",))
+    elif out is not None:
+        check_output_folder(out, "out")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

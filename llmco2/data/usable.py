@@ -75,16 +75,21 @@ def load_rows(sources: list[dict[str, Any]], exclude_flags: list[str] | None = N
     """Import every ``{format, path}`` source into one canonical table, leaving out (and logging)
     the rows the data config excludes. A source with ``max_rows`` keeps a seeded random sample of
     that many rows (to keep an experiment's cost modest where a source has tens of thousands)."""
+    from llmco2.config_checks import MAX_ROWS, check_value
     from llmco2.data.importers import import_file
 
+    for src in sources:  # every count before any file is read; null: every row
+        if src.get("max_rows") is not None:
+            check_value(src["max_rows"], "max_rows", *MAX_ROWS)
     tables = []
     for src in sources:
+        max_rows = src.get("max_rows")
         result = import_file(src["format"], src["path"])
         log.info(result.summary())
         table = result.table
-        if src.get("max_rows") and len(table) > int(src["max_rows"]):
-            table = table.sample(n=int(src["max_rows"]), random_state=seed).sort_index().reset_index(drop=True)
-            log.info("kept a random %d of the rows of %s", int(src["max_rows"]), src["path"])
+        if max_rows is not None and len(table) > max_rows:
+            table = table.sample(n=max_rows, random_state=seed).sort_index().reset_index(drop=True)
+            log.info("kept a random %d of the rows of %s", max_rows, src["path"])
         tables.append(table)
     table = concat_tables(tables)
     if exclude_flags or exclude_sources:

@@ -25,7 +25,9 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from llmco2.errors import Stopped
 from llmco2.hydra_app import hydra_main
+from llmco2.interrupts import exit_code
 from llmco2.measure.sweep import SweepOptions, parse_gpus, parse_model_paths, plan_sweep
 from llmco2.measure.sweep import run_sweep as _run
 
@@ -88,14 +90,20 @@ def options_from_cfg(cfg: Any) -> SweepOptions:
 
 
 def run_sweep(cfg: Any) -> dict[str, Any]:
-    """Run (or, with ``dry_run``, plan) the shard ``cfg`` describes; returns the summary or the plan."""
+    """Run (or, with ``dry_run``, plan) the shard ``cfg`` describes; returns the summary or the plan.
+    Ctrl-C or SIGTERM raise :class:`~llmco2.errors.Stopped` (exit 130 or 143, one line): every
+    finished configuration is in the shard's output, and the same command resumes."""
     options = options_from_cfg(cfg)
     dry = bool(cfg.get("dry_run", False)) if hasattr(cfg, "get") else False
     if dry:
         plan = plan_sweep(options, readonly=True).to_dict()
         plan.pop("configurations")
         return plan
-    return _run(options)
+    try:
+        return _run(options)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (hydra_main raises it as one)
+        raise Stopped(f"interrupted; finished configurations are in {options.shard_out}; run the same command "
+                      "again to resume", exit_code(exc)) from None
 
 
 @hydra_main(_CONF if _HAS_CONF else None, "measure" if _HAS_CONF else "measure_schema")

@@ -36,11 +36,15 @@ def read_engines(path: Path, n: int, default: str) -> list[str]:
 
 
 def parse_gpus(text: str | Sequence[int] | None) -> tuple[int, ...]:
-    """``"0,1"`` -> ``(0, 1)``."""
+    """``"0,1"`` (``--gpus``) or ``[0, 1]`` (the Hydra app's ``gpus``) -> ``(0, 1)``; at least one
+    index, none negative."""
     if text is None:
         return (0,)
     if not isinstance(text, str):
-        return tuple(int(g) for g in text)
+        indices = list(text)
+        if not indices or any(isinstance(g, bool) or not isinstance(g, int) or g < 0 for g in indices):
+            raise InvalidInputError(f"must be a list of GPU indices like [0,1], got {indices}", field="gpus")
+        return tuple(indices)
     try:
         gpus = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:

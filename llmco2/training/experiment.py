@@ -2,6 +2,9 @@
 by a thin Hydra entry point (``python -m llmco2.training.experiment ...``; bad overrides get one line,
 see :mod:`llmco2.hydra_app`).
 
+Ctrl-C (or SIGTERM) stops a run with one line: where the GNN's state after its last finished
+epoch is kept and the command that resumes it (``hydra.run.dir=THE_RUN resume=true``), exit 130 (143).
+
 A run loads the canonical energy rows named by ``cfg.data``, splits them as ``cfg.split`` says,
 trains the predictor ``cfg.model`` (``_target_``), and writes to its output folder: the resolved
 config, the split, ``metrics.json`` (overall, per phase, per device, per model family),
@@ -91,10 +94,10 @@ def predictions_frame(model: Any, data: EnergyData) -> pd.DataFrame:
 
 def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
     """Load, split, train, evaluate on the test part; write the run's artefacts. Returns metrics."""
-    from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
     from llmco2.config_checks import check_experiment_config
+    from llmco2.hydra_app import instantiate
 
     check_experiment_config(cfg)  # before anything is written or loaded
     out = Path(out_dir or cfg.get("out_dir") or ".")
@@ -108,7 +111,7 @@ def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
     split = make_split(table, cfg.split)
     split.save(table, out)
     parts = {p: energy_data(split.frame(table, p)) for p in split.parts}
-    model = instantiate(cfg.model.predictor)
+    model = instantiate(cfg.model.predictor, "model.predictor")
     if hasattr(model, "history"):  # the GNN: last and best checkpoints after every epoch; resume=true continues
         model.fit(parts["train"], parts.get("val"), progress=True, checkpoint_dir=out / "checkpoints",
                   resume=bool(cfg.get("resume", False)))
@@ -141,10 +144,39 @@ def evaluate(model: Any, table: pd.DataFrame) -> dict[str, Any]:
     return {**_metrics(frame), "excluded_rows": data.excluded}
 
 
+def interrupted_message(folder: Path, overrides: list[str], resume: bool, started: float) -> str:
+    """What an interrupted run kept in its run ``folder`` and the command that resumes it
+    (``overrides``: the run's own, as given; ``started``: when it began, ``time.time()`` seconds,
+    so that a fresh run does not offer the state an earlier run left in the same folder)."""
+    import shlex
+
+    from llmco2.training.training_state import LAST, saved_epochs
+
+    last = folder / "checkpoints" / LAST
+    done = saved_epochs(last.parent) if resume or (last.is_file() and last.stat().st_mtime >= started) else None
+    if done is None:
+        return ("interrupted before the first epoch finished (the GNN keeps its state after every epoch; the other "
+                "models keep none): nothing to resume; run the same command again to start over")
+    kept = [o for o in overrides if o.partition("=")[0].lstrip("+~") not in ("resume", "hydra.run.dir")]
+    command = shlex.join(["python", "-m", "llmco2.training.experiment", *kept, f"hydra.run.dir={folder}", "resume=true"])
+    epochs = f"{done} epoch" + ("s" if done != 1 else "")
+    return f"interrupted; the training state after {epochs} is kept in {last}; resume with: {command}"
+
+
 def _job(cfg: Any) -> float:  # pragma: no cover - run by Hydra
     from hydra.core.hydra_config import HydraConfig
 
-    metrics = train(cfg, HydraConfig.get().runtime.output_dir)
+    from llmco2.errors import Stopped
+    from llmco2.interrupts import exit_code
+
+    hydra = HydraConfig.get()
+    started = time.time()
+    try:
+        metrics = train(cfg, hydra.runtime.output_dir)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (hydra_main raises it as one)
+        message = interrupted_message(Path(hydra.runtime.output_dir), list(hydra.overrides.task),
+                                      bool(cfg.get("resume", False)), started)
+        raise Stopped(message, exit_code(exc)) from None
     return float(metrics["test"]["mape"])
 
 

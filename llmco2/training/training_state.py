@@ -87,9 +87,19 @@ def save_epoch(folder: Path, predictor: ResumableModel, opt: torch.optim.Optimiz
                 "has_best": best is not None, "steps": steps, "param_groups": opt_state["param_groups"],
                 "numpy_rng": rng.bit_generator.state, "fingerprint": fingerprint}
     folder.mkdir(parents=True, exist_ok=True)
-    predictor.save(folder / LAST, extra_tensors=tensors, extra_meta={"training": training})
-    if improved:
+    if improved:  # best first: a run stopped between the two redoes this epoch, and writes both again
         predictor.save(folder / BEST)
+    predictor.save(folder / LAST, extra_tensors=tensors, extra_meta={"training": training})
+
+
+def saved_epochs(folder: Path) -> int | None:
+    """How many epochs the state :func:`save_epoch` kept in ``folder`` has finished (None: no
+    readable state there)."""
+    try:
+        _, meta = read_checkpoint(folder / LAST)
+        return int(meta["training"]["epoch"]) + 1
+    except (InvalidInputError, OSError, KeyError, TypeError, ValueError):
+        return None
 
 
 def load_epoch(folder: Path, predictor: ResumableModel, opt: torch.optim.Optimizer, rng: np.random.Generator,

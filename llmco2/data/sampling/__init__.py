@@ -24,7 +24,7 @@ Samplers drop what cannot be placed anywhere allowed, count it and log it.
 Modules, by concern:
 
 * :mod:`.common` — the sample frame's columns, weight dtypes, small drawing helpers;
-* :mod:`.frames` — checking, writing and reading sample frames; rows to ``(ModelArch, Request, GPU)``;
+* :mod:`.frames` — checking, writing (whole or block by block) and reading sample frames; rows to ``(ModelArch, Request, GPU)``;
 * :mod:`.architectures` — architecture priors (A): catalog models and perturbed variants;
 * :mod:`.inference` — inference priors (I): Azure-trace token pairs and batch sizes;
 * :mod:`.hardware` — GPU priors (H) and placement (memory model, tensor-parallel split, node size);
@@ -49,7 +49,7 @@ from llmco2.data.sampling.common import (
     IntArray,
 )
 from llmco2.data.sampling.focused import FocusedSampler
-from llmco2.data.sampling.frames import check_samples, read_samples, rows_to_items, to_csv
+from llmco2.data.sampling.frames import check_samples, read_samples, rows_to_items, to_csv, write_blocks
 from llmco2.data.sampling.hardware import GPU_COUNTS, PAPER_GPUS, memory_need_bytes
 from llmco2.data.sampling.inference import draw_batch_sizes, trace_pairs
 from llmco2.data.sampling.inference import trace_length_pairs as trace_length_pairs  # the cache, cleared by tests
@@ -61,4 +61,4 @@ __all__ = ["ARCH_COLUMNS", "DEFAULT_RANGES", "DTYPES", "DTYPE_WEIGHTS", "EDGE_MO
            "IntArray", "LoopResult", "RandomSampler", "SampleReport", "analytic_features", "analytic_measure",
            "check_samples", "draw_batch_sizes", "fine_grained_sample", "focused_loop", "lookup_measure",
            "memory_need_bytes", "perturb_architectures", "read_samples", "rows_to_items", "sklearn_callables",
-           "to_csv", "trace_pairs"]
+           "to_csv", "trace_pairs", "write_blocks"]

@@ -7,7 +7,8 @@ Token counts are tokens per sequence; ``batch_size`` sequences; ``num_gpus`` GPU
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,32 @@ def to_csv(df: pd.DataFrame, path: str | Path) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(p, index=False)
     return p
+
+
+def write_blocks(frames: Iterable[pd.DataFrame], out: str | Path) -> int:
+    """Write sample frames (:meth:`~llmco2.data.sampling.samplers.Sampler.sample_blocks`) one after
+    the other to a temporary file beside ``out``, renamed to ``out`` when complete and removed if
+    anything stops it (Ctrl-C, SIGTERM, an error), so that memory is one frame whatever the total
+    and ``out`` is either whole or untouched. The first frame's file is byte for byte what
+    :func:`to_csv` writes for it. Returns the rows written."""
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.sample.tmp")
+    first = tmp.with_suffix(".csv")
+    rows = 0
+    try:
+        for frame in frames:
+            if rows == 0:
+                to_csv(frame, first)
+                os.replace(first, tmp)
+            else:
+                check_samples(frame).to_csv(tmp, mode="a", header=False, index=False)
+            rows += len(frame)
+            del frame
+        os.replace(tmp, out)
+    finally:
+        for leftover in (tmp, first):
+            leftover.unlink(missing_ok=True)
+    return rows
 
 
 def read_samples(path: str | Path) -> pd.DataFrame:
