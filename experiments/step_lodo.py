@@ -57,6 +57,39 @@ def errors(iso: IsolatedRows, p: StepParams, rows: np.ndarray) -> dict[str, floa
             "power": mdape(energy / lat, e_m / lat_m, has_e), "energy_rows": int(has_e.sum()), "latency_rows": int(has_lat.sum())}
 
 
+def unfitted_rows() -> list[tuple[str, IsolatedRows]]:
+    """Rows of GPUs that no fit learns from, each with what keeps it out of the fits: ML.ENERGY v1's
+    batch-1 HF runs (prompt lengths unpublished: run at the task's prompt length as
+    ``experiments/ranking_benchmark.py`` does; the GPU variant unstated) and the thesis runs on
+    A100-PCIe-40GB (host-bound: HF generate on four processes)."""
+    from ranking_benchmark import V1_PROMPT_TOKENS, v1_rows  # experiments/ is the script's folder
+
+    from llmco2.data.importers import import_file
+    from llmco2.data.paths import shared_data
+
+    v1 = isolated_rows(v1_rows())
+    thesis = import_file("collected", shared_data("collected/hb_thesis_a100pcie.csv")).table
+    return [(f"ML.ENERGY v1 (HF at batch 1, prompts unpublished: {int(V1_PROMPT_TOKENS)} tokens assumed)", v1),
+            ("thesis runs (HF generate on four processes: host-bound)", isolated_rows(thesis, host_bound=True))]
+
+
+def unfitted_gpus(fitted: StepParams, engines: list[str]) -> list[str]:
+    """Markdown lines: the fit on every row (which never saw these GPUs) on :func:`unfitted_rows`."""
+    lines = ["## GPUs no fit learns from", "",
+             "Predicted by the constants fitted on every row above (none of these rows is in any fit).", "",
+             "| rows | GPU | energy rows | step physics: energy MdAPE | latency MdAPE | power MdAPE | roofline x TDP: energy MdAPE | power MdAPE |",
+             "|---|---|---|---|---|---|---|---|"]
+    for label, iso in unfitted_rows():
+        device = iso.rows["device"].astype(str).to_numpy()
+        for g in sorted(set(device)):
+            sel = device == g
+            ours, base = errors(iso, fitted, sel), errors(iso, roofline_tdp_params(engines), sel)
+            lines.append(f"| {label} | {g} | {ours['energy_rows']} | {ours['energy']:.1f}% | {ours['latency']:.1f}% | "
+                         f"{ours['power']:.1f}% | {base['energy']:.1f}% | {base['power']:.1f}% |")
+            print(lines[-1], flush=True)
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT / "conf/data/datacentre_lodo.yaml")
@@ -103,6 +136,7 @@ def main() -> None:
               "Constants fitted on every row: " + ", ".join(f"{k} {fitted.to_dict()[k]:.4g}" for k in
                                                            ("eta_compute", "eta_memory", "kernel_gap_s", "power_base",
                                                             "memory_pj_per_byte", "op_pj_7nm", "op_node_exp"))]
+    lines += ["", *unfitted_gpus(fitted, engines)]
     text = "# Step physics alone, leave one GPU out (isolated batch runs)\n\n" + "\n".join(lines) + "\n"
     if args.markdown:
         args.markdown.write_text(text)

@@ -45,6 +45,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis
 from llmco2.analytic.model import ModelTotals
+from llmco2.analytic.quantised import kernel_launches
 from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
 from llmco2.physics.step_physics import HardwareRows
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids
@@ -117,7 +118,7 @@ class PhaseInputs:
         mem = np.stack([totals.totals[p]["mem_bytes"] for p in PHASE_NAMES], axis=1) / b.mem_bw_bytes_per_s[:, None]
         gen = b.generated
         steps = np.stack([np.ones_like(gen), np.maximum(gen - 1.0, 0.0)], axis=1)
-        per_layer = np.sum([analysis.present[k].astype(np.float64) for k in KERNEL_NAMES], axis=0)
+        per_layer = kernel_launches(analysis, "decode")  # present slots, plus bitsandbytes' extra kernels
         kernels = per_layer * b.layers + HEAD_KERNELS
         collectives = np.sum([analysis.present[k].astype(np.float64) for k in ALL_REDUCE_KERNELS], axis=0) * b.layers
         gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)

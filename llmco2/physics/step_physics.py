@@ -67,6 +67,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis, LayerBatch, analyze_layers
 from llmco2.analytic.model import head_costs
+from llmco2.analytic.quantised import kernel_launches
 from llmco2.physics.link_rows import LinkRows
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id
 from llmco2.specs.gpus import static_power_w
@@ -286,7 +287,7 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
         mem[:, j] = heads[name].mem_bytes / b.mem_bw_bytes_per_s
         wt[:, j] = heads[name].weight_bytes / b.mem_bw_bytes_per_s
     s = np.broadcast_to(np.asarray(steps, dtype=np.float64), (n,))
-    per_layer = np.sum([a.present[name].astype(np.float64) for name in KERNEL_NAMES], axis=0)
+    per_layer = kernel_launches(a, phase)  # present slots, plus bitsandbytes' extra kernels per linear layer
     collectives = np.sum([a.present[name].astype(np.float64) for name in KERNEL_NAMES if name.startswith("all_reduce")], axis=0)
     return StepShapes(comp / s[:, None], mem / s[:, None], net / s[:, None] + lat, wt / s[:, None], per_layer * b.layers + len(HEAD_KERNELS),
                       collectives * b.layers, b.batch.astype(np.float64), b.num_gpus.astype(np.float64),
