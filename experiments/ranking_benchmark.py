@@ -14,12 +14,13 @@ Groups: every configuration (model and load) measured on two or more GPUs of a s
 * **collected ML.ENERGY v1** (HF transformers at batch 1, A100 of unstated variant vs A40 vs
   V100): the same model and task; its prompts are not published, so every row runs at 125 tokens
   (``llmco2.serving.mlenergy.TASK_PROMPT_TOKENS["chat"]``, ShareGPT first turns with a system
-  prompt). Its A100 and V100 rows are flagged ``device_proxy`` (no fit learns from them); here they
-  are measurements to order. Quantity: J per output token of the mean request.
+  prompt; the rows are flagged ``prompt_tokens_unknown``, so no fit learns from them): here they
+  are measurements to order, on the catalog's a100-pcie-80gb and v100s-pcie-32gb (the parts the
+  leaderboard's hosts carry). Quantity: J per output token of the mean request.
 
 Predictions with the GPU held out: isolated rows with the step constants fitted on every other
 GPU's isolated runs (:func:`llmco2.physics.step_isolated.fit_isolated_rows`, the fit of
-``experiments/step_lodo.py``; a GPU that no fit sees, the V100, takes the fit on all rows);
+``experiments/step_lodo.py``; a GPU that no fit sees, such as the V100S or the A100 80GB PCIe, takes the fit on all rows);
 serving rows with the steady-state simulation fitted on every other GPU's serving and isolated
 rows (:mod:`llmco2.serving.mlenergy_fit`, the fit of ``experiments/serving_physics.py``). Beside
 it the roofline latency x TDP baseline (nothing fitted). Metrics (:mod:`llmco2.training.ranking`):

@@ -88,7 +88,7 @@ def test_catalog_link_fields_have_sources() -> None:
         gpu = get_gpu(gpu_id)
         assert not gpu.pcie_p2p and "http" in gpu.sources["pcie_p2p"], gpu_id
     assert {g.id for g in gpu_catalog() if g.link_kind == "bridge-pairs"} == {
-        "a30", "a40", "a100-pcie-40gb", "h100-pcie", "h100-nvl", "rtx-a6000", "rtx-3090"}
+        "a30", "a40", "a100-pcie-40gb", "a100-pcie-80gb", "h100-pcie", "h100-nvl", "rtx-a6000", "rtx-3090"}
 
 
 def _raw(**kw: object) -> dict:

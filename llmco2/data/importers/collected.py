@@ -117,16 +117,16 @@ DEVICES: dict[str, tuple[str, ...]] = {
     # @55aeee4c and @1a899dbb, July 2023, while these results were produced) thanks "Chameleon Cloud
     # for the A100 80GB GPU nodes (`gpu_a100_pcie`)": Chameleon's gpu_a100_pcie nodes carry NVIDIA
     # A100 80GB PCIe (300 W, 1,935 GB/s). Later versions of the page only say "NVIDIA A100 GPU" and
-    # the per-row files never name the variant, hence gpu_variant_unstated. The catalog id of that
-    # part is used where it exists; otherwise a100-80gb (SXM4: same GA100 die and 80 GB, 2,039 GB/s,
-    # but a 400 W limit), flagged device_proxy. The generic "a100" alias would also give
+    # the per-row files never name the variant, hence gpu_variant_unstated. The catalog's
+    # a100-pcie-80gb is used (a100-80gb, the SXM4 part with a 400 W limit, only as a stand-in flagged
+    # device_proxy for a catalog without it). The generic "a100" alias would also give
     # a100-80gb, but only by accident.
     "A100 (variant unstated)": ("a100-pcie-80gb", "a100-80gb"),
     # The same page thanks "CloudLab for the V100 GPU nodes (`r7525`)": CloudLab's r7525 nodes
     # (Clemson) are listed in CloudLab's hardware documentation (docs.cloudlab.us/hardware.html) with
     # two NVIDIA GV100GL, i.e. Tesla V100S PCIe 32GB (250 W, 1,134 GB/s), which the collector's "32GB"
-    # agrees with. The V100S has no catalog entry; v100-pcie-32gb (same board power and memory, 900 GB/s,
-    # lower clocks) stands in, flagged device_proxy. Not v100 (the SXM2 16GB part: the 13B fp16
+    # agrees with. The catalog's v100s-pcie-32gb is used (v100-pcie-32gb,
+    # same board power and memory, 900 GB/s, lower clocks, only as a stand-in flagged device_proxy). Not v100 (the SXM2 16GB part: the 13B fp16
     # models of these rows need 26 GB).
     "V100-32GB (variant unstated)": ("v100s-pcie-32gb", "v100-pcie-32gb"),
 }
