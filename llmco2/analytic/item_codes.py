@@ -22,10 +22,11 @@ IntArray = NDArray[np.int64]
 #: LayerBatch fields that are a request's own counts (attribute of `Request`); every other field
 #: depends only on the architecture, the GPU and the request's dtypes, quantisation, flags and engine.
 ROW_COUNTS: dict[str, str] = {"batch": "batch_size", "prompt": "prompt_tokens", "generated": "generated_tokens",
-                              "tp": "tensor_parallel", "num_gpus": "num_gpus"}
+                              "tp": "tensor_parallel", "num_gpus": "num_gpus", "ep": "expert_parallel"}
 
 #: The `Request` count attributes, in the order of the rows of :func:`code_items`'s counts.
-COUNT_ATTRS: tuple[str, ...] = ("batch_size", "prompt_tokens", "generated_tokens", "num_gpus", "tensor_parallel")
+COUNT_ATTRS: tuple[str, ...] = ("batch_size", "prompt_tokens", "generated_tokens", "num_gpus", "tensor_parallel",
+                                 "expert_parallel")
 
 
 def request_kind_key(req: Request) -> tuple:
@@ -39,7 +40,7 @@ def code_items(items: Sequence[tuple[ModelArch, Request, GPU]]
     """``(archs, gpus, kinds, codes, counts)`` of (arch, request, gpu) triples in one light pass
     (attribute reads only): the distinct architectures and GPUs (by identity) and request kinds
     (by :func:`request_kind_key`), in order of first appearance; ``codes`` (3 x n: arch, GPU,
-    kind code of every row) and ``counts`` (5 x n, rows in :data:`COUNT_ATTRS` order)."""
+    kind code of every row) and ``counts`` (6 x n, rows in :data:`COUNT_ATTRS` order)."""
     archs: dict[int, int] = {}
     gpus: dict[int, int] = {}
     kinds: dict[tuple, int] = {}
@@ -48,7 +49,7 @@ def code_items(items: Sequence[tuple[ModelArch, Request, GPU]]
     kind_list: list[Request] = []
     n = len(items)
     codes = np.empty((3, n), dtype=np.int64)
-    nums = np.empty((5, n), dtype=np.int64)
+    nums = np.empty((6, n), dtype=np.int64)
     for i, (a, r, g) in enumerate(items):
         ca = archs.get(id(a))
         if ca is None:
@@ -65,5 +66,5 @@ def code_items(items: Sequence[tuple[ModelArch, Request, GPU]]
             kind_list.append(r)
         codes[0, i], codes[1, i], codes[2, i] = ca, cg, ck
         nums[0, i], nums[1, i], nums[2, i] = r.batch_size, r.prompt_tokens, r.generated_tokens
-        nums[3, i], nums[4, i] = r.num_gpus, r.tensor_parallel  # type: ignore[assignment]
+        nums[3, i], nums[4, i], nums[5, i] = r.num_gpus, r.tensor_parallel, r.expert_parallel  # type: ignore[assignment]
     return arch_list, gpu_list, kind_list, codes, nums

@@ -17,7 +17,9 @@ Tensor parallelism is Megatron-style (``tp`` GPUs): Q/K/V, gate and up projectio
 column-parallel (weights and outputs split, input replicated), the output and down projections
 are row-parallel (weights and inputs split, a full-width partial output), attention is split by
 heads, norms and residual adds are replicated, and two all-reduce kernels per layer combine the
-row-parallel outputs. See :data:`PAPER_DEVIATIONS` for every place this differs from the paper.
+row-parallel outputs. Expert parallelism (:mod:`llmco2.analytic.experts`) holds routed experts whole
+instead (:func:`expert_parallel_linear_cost`) and moves tokens to them (:func:`all_to_all_cost`).
+See :data:`PAPER_DEVIATIONS` for every place this differs from the paper.
 """
 
 from __future__ import annotations
@@ -208,6 +210,30 @@ def expert_linear_cost(tokens: ArrayLike, d_in: ArrayLike, d_out: ArrayLike, tp:
     return make_cost(per_expert.ops, weights, per_expert.act_load_bytes, per_expert.act_store_bytes)
 
 
+def expert_parallel_linear_cost(tokens: ArrayLike, d_in: ArrayLike, d_out: ArrayLike, tp: ArrayLike, ep: ArrayLike,
+                                passes: ArrayLike, group_tokens_per_pass: ArrayLike, num_experts: ArrayLike,
+                                experts_per_token: ArrayLike, shared_experts: ArrayLike, w_bytes: ArrayLike,
+                                a_bytes: ArrayLike, *, split: str) -> KernelCost:
+    """One expert matrix (gate, up or down) of a mixture-of-experts layer on one of ``ep`` expert-parallel GPUs.
+
+    ``tokens`` are the GPU's attention group's (held by its ``tp`` GPUs); the ``ep / tp`` groups are
+    alike. Each GPU holds ``E / ep`` routed experts whole and, under uniform routing, runs
+    ``tokens * k / tp`` (token, expert) pairs on them: ops ``2 * pairs * d_in * d_out``, the pairs'
+    input rows read and output rows written in full. Each pass loads the experts, among its own, that
+    the ``group_tokens_per_pass`` tokens of all groups touch: ``experts_touched(E, k, T) / ep``
+    whole matrices. Shared experts run as in :func:`expert_linear_cost` (split ``split`` over ``tp``,
+    on the group's own tokens), as vLLM runs them beside the routed ones.
+    """
+    pairs = _f(tokens) * _f(experts_per_token) / _f(tp)
+    routed = linear_cost(pairs, d_in, d_out, 1.0, 0.0, w_bytes, a_bytes, split="replicated")
+    shared = linear_cost(_f(tokens) * _f(shared_experts), d_in, d_out, tp, 0.0, w_bytes, a_bytes, split=split)
+    matrix = _f(d_in) * _f(d_out) * _f(w_bytes) * _f(passes)
+    loaded = experts_touched(num_experts, experts_per_token, group_tokens_per_pass) / _f(ep)
+    weights = matrix * (loaded + _f(shared_experts) / _f(tp))
+    return make_cost(routed.ops + shared.ops, weights, routed.act_load_bytes + shared.act_load_bytes,
+                     routed.act_store_bytes + shared.act_store_bytes)
+
+
 # -- attention (Eqs 21-42) -----------------------------------------------------------------------
 def fused_attention_cost(batch: ArrayLike, q_tokens: ArrayLike, pairs: ArrayLike, kv_positions: ArrayLike,
                          heads: ArrayLike, kv_heads: ArrayLike, head_dim: ArrayLike, tp: ArrayLike,
@@ -302,6 +328,25 @@ def all_reduce_cost(tokens: ArrayLike, hidden: ArrayLike, tp: ArrayLike, a_bytes
     mem = ops * _f(a_bytes)
     net = np.where(multi, t / tp * h * (tp - 1.0) * _f(a_bytes), 0.0)
     return make_cost(ops, 0.0, mem, mem, 0.0, 0.0, net)
+
+
+def all_to_all_cost(tokens: ArrayLike, experts_per_token: ArrayLike, hidden: ArrayLike, groups: ArrayLike,
+                    a_bytes: ArrayLike) -> KernelCost:
+    """Dispatch and combine of an expert-parallel MoE layer on one GPU: the all-to-all that sends each of
+    its ``tokens`` (the share of its attention group's tokens it dispatches) to the GPUs of the ``k``
+    experts it is routed to outside its own group, and brings their outputs back.
+
+    Under uniform routing ``(groups - 1) / groups`` of a token's ``k`` experts lie in other groups:
+    network = 2 (dispatch + combine) * tokens * k * hidden * D_A * (groups - 1) / groups; every byte
+    sent is read and every byte received written (memory = network, each way); the combine adds
+    the received outputs (one op per element). Zero with one group (the experts all within the
+    tensor-parallel group, whose tokens they already hold).
+    """
+    g = _f(groups)
+    share = np.where(g > 1, (g - 1.0) / np.maximum(g, 1.0), 0.0)
+    elems = _f(tokens) * _f(experts_per_token) * _f(hidden) * share
+    net = 2.0 * elems * _f(a_bytes)
+    return make_cost(elems, 0.0, net, net, 0.0, 0.0, net)
 
 
 # -- embedding and LM head (whole-model summary only) --------------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.analytic import kernels as K
+from llmco2.analytic.experts import all_to_all_rows, expert_parallel_costs, rank_view
 from llmco2.analytic.item_codes import COUNT_ATTRS, ROW_COUNTS, code_items
 from llmco2.analytic.item_codes import request_kind_key as request_kind_key  # re-exported: was defined here
 from llmco2.analytic.mixers import MIX_BOOLS, arch_mix_fields, mixed_layer_costs
@@ -73,13 +74,15 @@ class LayerBatch:
     """Shapes of ``n`` (model, request, GPU) triples as arrays of shape ``(n,)``.
 
     Sizes are element counts, ``*_bytes`` bytes per element, ``peak_ops_per_s`` the GPU's dense
-    peak in the request's compute dtype, bandwidths in bytes/s.
+    peak in the request's compute dtype, bandwidths in bytes/s. ``batch`` is the request's (every
+    GPU's attention holds it, or its share under expert parallelism: :mod:`llmco2.analytic.experts`).
     """
 
     batch: Array
     prompt: Array
     generated: Array
     tp: Array
+    ep: Array
     hidden: Array
     intermediate: Array
     heads: Array
@@ -102,6 +105,7 @@ class LayerBatch:
     mem_bw_bytes_per_s: Array
     net_bw_bytes_per_s: Array
     params: Array
+    routed_params: Array  # parameters of the routed experts of all MoE layers (0 for a dense model)
     num_gpus: Array
     mem_capacity_bytes: Array
     tdp_w: Array
@@ -190,7 +194,8 @@ def _arch_fields(arch: ModelArch) -> dict[str, Any]:
         "vocab": arch.vocab_size, "layers": arch.num_layers, "experts": arch.num_experts,
         "experts_per_token": arch.experts_per_token, "shared_experts": arch.num_shared_experts,
         "gated": arch.mlp_gated, "layernorm": arch.norm_type == "layernorm",
-        "parallel_attention": arch.parallel_attention, "params": arch.param_count(), **arch_mix_fields(arch),
+        "parallel_attention": arch.parallel_attention, "params": arch.param_count(),
+        "routed_params": arch.num_moe_layers * arch.num_experts * arch.expert_params(), **arch_mix_fields(arch),
     }
 
 
@@ -217,20 +222,23 @@ def present_kernels(batch: LayerBatch) -> dict[str, NDArray[np.bool_]]:
     """Which kernels each request's layer holds (bool array per kernel name)."""
     ones = np.ones(len(batch), dtype=bool)
     multi = batch.tp > 1
+    mlp_multi = multi | all_to_all_rows(batch)  # the MLP's collective: TP all-reduce and/or the experts' all-to-all
     return {
         "norm_attn": ones, "q_proj": ones, "k_proj": ones, "v_proj": ones,
         "fuse_attn": batch.flash, "matmul_qk": ~batch.flash, "softmax": ~batch.flash, "matmul_sv": ~batch.flash,
         "out_proj": ones, "all_reduce_attn": multi, "add_attn": ones, "norm_mlp": ones,
         "router": batch.moe, "gate_proj": batch.gated, "up_proj": ones, "act_mlp": ones, "down_proj": ones,
-        "all_reduce_mlp": multi, "add_mlp": ones,
+        "all_reduce_mlp": mlp_multi, "add_mlp": ones,
     }
 
 
 def layer_costs(b: LayerBatch, phase: str) -> dict[str, K.KernelCost]:
     """Every kernel's cost in ``phase`` for every request (absent kernels included; mask with
-    :func:`present_kernels`). Ops and bytes are per GPU for the whole phase."""
+    :func:`present_kernels`). Ops and bytes are per GPU for the whole phase (under expert parallelism,
+    on a GPU of the busiest attention group: :func:`~llmco2.analytic.experts.rank_view`)."""
     if phase not in PHASES:
         raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+    b = rank_view(b)
     tokens = K.phase_tokens(b.batch, b.prompt, b.generated, phase)
     passes = K.weight_passes(b.generated, phase)
     per_pass = tokens / np.where(passes > 0, passes, 1.0)
@@ -264,7 +272,8 @@ def layer_costs(b: LayerBatch, phase: str) -> dict[str, K.KernelCost]:
         "all_reduce_mlp": K.all_reduce_cost(tokens, b.hidden, tp, a),
         "add_mlp": K.residual_add_cost(tokens, b.hidden, a),
     }
-    return quantised_costs(b, phase, mixed_layer_costs(b, phase, plain, tokens, passes, per_pass, pairs, flash_kv))
+    mixed = mixed_layer_costs(b, phase, plain, tokens, passes, per_pass, pairs, flash_kv)
+    return quantised_costs(b, phase, expert_parallel_costs(b, phase, plain, mixed))
 
 
 @dataclass(frozen=True)

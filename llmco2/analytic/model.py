@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from llmco2.analytic import experts as X
 from llmco2.analytic import kernels as K
 from llmco2.analytic import mixers as M
 from llmco2.analytic.layer import KERNEL_NAMES, PHASES, LayerAnalysis, LayerBatch, as_number
@@ -29,8 +30,10 @@ def head_costs(b: LayerBatch, phase: str) -> dict[str, K.KernelCost]:
     last prompt position only in prefill (``B`` rows) and on every decode step (``B`` rows each).
     The embedding gather is split over ``tp`` too (vocabulary-parallel embedding). bitsandbytes
     leaves both in 16 bits (transformers keeps the LM head out of the quantised modules and the
-    embedding is not a linear layer): their weights take the activation dtype's size there.
+    embedding is not a linear layer): their weights take the activation dtype's size there. Under
+    expert parallelism, on a GPU of the busiest attention group (:func:`~llmco2.analytic.experts.rank_view`).
     """
+    b = X.rank_view(b)
     tokens = K.phase_tokens(b.batch, b.prompt, b.generated, phase)
     passes = K.weight_passes(b.generated, phase)
     head_rows = b.batch if phase == "prefill" else tokens
@@ -59,8 +62,11 @@ class ModelTotals:
 
 
 def model_totals(analysis: LayerAnalysis) -> ModelTotals:
-    """Sum the layer over ``num_layers`` and add the embedding/LM-head work, both phases."""
+    """Sum the layer over ``num_layers`` and add the embedding/LM-head work, both phases (``ops``,
+    ``mem_bytes`` and ``net_bytes`` over every GPU: ``tp`` per pipeline stage, times the attention
+    groups of expert parallelism)."""
     b = analysis.batch
+    width = b.tp * X.attention_dp(b)  # GPUs that run each layer (tp without expert parallelism)
     totals: dict[str, dict[str, Array]] = {}
     kernel_time: dict[str, dict[str, Array]] = {}
     for phase in PHASES:
@@ -73,9 +79,9 @@ def model_totals(analysis: LayerAnalysis) -> ModelTotals:
             np.zeros(len(b)),
         )
         totals[phase] = {
-            "ops": (analysis.total(phase, "ops") * b.layers + head_ops) * b.tp,
-            "mem_bytes": (analysis.total(phase, "mem_bytes") * b.layers + head_mem) * b.tp,
-            "net_bytes": analysis.total(phase, "net_bytes") * b.layers * b.tp,
+            "ops": (analysis.total(phase, "ops") * b.layers + head_ops) * width,
+            "mem_bytes": (analysis.total(phase, "mem_bytes") * b.layers + head_mem) * width,
+            "net_bytes": analysis.total(phase, "net_bytes") * b.layers * width,
             "time_s": analysis.total(phase, "time_s") * b.layers + head_time,
         }
         kernel_time[phase] = {
@@ -84,16 +90,18 @@ def model_totals(analysis: LayerAnalysis) -> ModelTotals:
         for name, cost in heads.items():
             kernel_time[phase][name] = roofline_point(cost.ops, cost.mem_bytes, 0.0, b.peak_ops_per_s,
                                                       b.mem_bw_bytes_per_s, b.net_bw_bytes_per_s, False).time_s
-    weights = b.params * b.w_bytes / b.num_gpus
+    weights = X.weight_bytes_per_gpu(b)
+    groups = X.attention_dp(b)  # an attention group holds the cache of its own sequences
     kv = np.where(b.special | (b.kv_heads < b.tp), cache_bytes_per_gpu(b),
-                  2.0 * b.layers * b.batch * (b.prompt + b.generated) * b.kv_heads * b.head_dim * b.kv_bytes / b.num_gpus)
+                  2.0 * b.layers * X.rank_batch(b) * (b.prompt + b.generated) * b.kv_heads * b.head_dim * b.kv_bytes
+                  / (b.num_gpus / groups))
     return ModelTotals(totals, kernel_time, weights, kv, weights + kv <= b.mem_capacity_bytes)
 
 
 def cache_bytes_per_gpu(b: LayerBatch) -> Array:
     """Every cache the architecture keeps, per GPU (bytes), for the whole request (prompt and
-    generated tokens): full K/V (heads split over ``tp``, replicated above the KV-head count), the
-    MLA latent (``kv_lora + rope`` per token and layer, replicated on every rank), banded layers
+    generated tokens; under expert parallelism, of the busiest attention group's sequences): full
+    K/V (heads split over ``tp``, replicated above the KV-head count), the MLA latent (``kv_lora + rope`` per token and layer, replicated on every rank), banded layers
     (at most the window), Mamba-2 and gated-DeltaNet state (constant in context). Pipeline stages
     split the layers."""
     tokens = b.prompt + b.generated
@@ -101,9 +109,10 @@ def cache_bytes_per_gpu(b: LayerBatch) -> Array:
                          2.0 * np.maximum(b.kv_heads, b.tp) * b.head_dim * b.kv_bytes / b.tp)
     full_layers = (b.f_attn - b.f_win) * b.layers
     window_layers = b.f_win * b.layers
-    attention = b.batch * per_token * (full_layers * tokens + window_layers * np.minimum(tokens, np.maximum(b.window, 1.0)))
-    state = b.batch * b.kv_bytes / b.tp * b.layers * (b.f_mamba * M.mamba_state_elems(b) + b.f_linear * M.deltanet_state_elems(b))
-    return (attention + state) / (b.num_gpus / b.tp)
+    batch = X.rank_batch(b)
+    attention = batch * per_token * (full_layers * tokens + window_layers * np.minimum(tokens, np.maximum(b.window, 1.0)))
+    state = batch * b.kv_bytes / b.tp * b.layers * (b.f_mamba * M.mamba_state_elems(b) + b.f_linear * M.deltanet_state_elems(b))
+    return (attention + state) / X.pipeline_stages(b)
 
 
 def summary_record(analysis: LayerAnalysis, totals: ModelTotals, i: int = 0, top: int = 3) -> dict[str, Any]:

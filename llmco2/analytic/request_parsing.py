@@ -1,6 +1,6 @@
 """Parse request rows as columns: numbers converted by Arrow, model / GPU / dtype / engine names
 resolved once per distinct value (:class:`Resolver`), validation run once per distinct (model,
-GPU, kind, TP, GPUs) combination (:meth:`RequestTable.validate`); and, where a job leaves bad rows
+GPU, kind, TP, EP, GPUs) combination (:meth:`RequestTable.validate`); and, where a job leaves bad rows
 out, find them (:func:`good_rows`). Errors name the line (the header is line 1).
 """
 
@@ -21,7 +21,7 @@ from llmco2.specs import DEFAULT_ENGINE, GPU, ModelArch, Request, get_gpu, get_m
 from llmco2.specs.limits import REQUEST_LIMITS, arch_limit, check_int
 
 REQUIRED_COLUMNS = ("model", "gpu", "batch_size", "prompt_tokens", "generated_tokens")
-OPTIONAL_COLUMNS = ("num_gpus", "tensor_parallel", "dtype", "flash_attention", "engine", "quantisation")
+OPTIONAL_COLUMNS = ("num_gpus", "tensor_parallel", "expert_parallel", "dtype", "flash_attention", "engine", "quantisation")
 #: Columns of a row's request kind (its :meth:`Resolver.kind`), in key order.
 KIND_COLUMNS = ("dtype", "flash_attention", "engine", "quantisation")
 #: Architecture columns that override the catalog model (the sampler writes perturbed variants).
@@ -190,9 +190,30 @@ def parse_chunk(header: list[str], batch: pa.RecordBatch, lines: NDArray[np.int6
             i = int(np.argmax(bad))
             raise InvalidInputError(f"line {lines[i]}: tensor_parallel: tensor_parallel {tp[i]} must divide "
                                     f"num_gpus {num_gpus[i]}")
-    table = RequestTable(archs, gpus, kinds, arch, gpu, kind, batch_size, prompt, generated, num_gpus, tp)
+    ep = _expert_parallel(cols, num_gpus, tp, lines)
+    table = RequestTable(archs, gpus, kinds, arch, gpu, kind, batch_size, prompt, generated, num_gpus, tp, ep)
     table.validate(check_context=check_context, line=lines)
     return table
+
+
+def _expert_parallel(cols: dict[str, pa.Array], num_gpus: NDArray[np.int64], tp: NDArray[np.int64],
+                     lines: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The ``expert_parallel`` column (1 where absent or empty), checked as :class:`~llmco2.specs.Request`
+    checks it: a multiple of ``tensor_parallel`` (above 1) that divides ``num_gpus``."""
+    ep = np.ones_like(num_gpus)
+    if "expert_parallel" not in cols:
+        return ep
+    text = pc.utf8_trim_whitespace(cols["expert_parallel"])
+    mask = pc.not_equal(text, string_scalar(""))
+    given = numpy_values(mask)
+    if given.any():
+        ep[given] = _integers(text.filter(mask), "expert_parallel", lines[given])
+    for bad, why in (((ep > 1) & (ep % tp != 0), "be a multiple of tensor_parallel {tp}"), (num_gpus % ep != 0, "divide num_gpus {n}")):
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise InvalidInputError(f"line {lines[i]}: expert_parallel: expert_parallel {ep[i]} must "
+                                    + why.format(tp=tp[i], n=num_gpus[i]))
+    return ep
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ class RequestTable:
         archs / gpus / kinds: distinct architectures, GPUs and request kinds (a `Request` whose
             dtypes, attention flags and engine are the row's; its token counts are not used).
         arch / gpu / kind: per-row index into those lists.
-        batch_size, prompt_tokens, generated_tokens, num_gpus, tensor_parallel: per-row counts.
+        batch_size, prompt_tokens, generated_tokens, num_gpus, tensor_parallel, expert_parallel: per-row counts.
     """
 
     archs: list[ModelArch]
@@ -47,6 +47,7 @@ class RequestTable:
     generated_tokens: IntArray
     num_gpus: IntArray
     tensor_parallel: IntArray
+    expert_parallel: IntArray
 
     def __len__(self) -> int:
         return int(self.arch.shape[0])
@@ -63,19 +64,20 @@ class RequestTable:
 
     def items(self) -> list[tuple[ModelArch, Request, GPU]]:
         """Every row as a triple. The requests are copies of the row's kind with its counts set
-        directly (the counts were checked as columns: positive integers, TP dividing the GPUs),
-        so this costs about a microsecond per row."""
+        directly (the counts were checked as columns: positive integers, TP and EP dividing the
+        GPUs, EP a multiple of TP), so this costs about a microsecond per row."""
         archs, gpus, kinds = self.archs, self.gpus, [k.__dict__ for k in self.kinds]
         new = object.__new__
         out = []
         cols = zip(self.arch.tolist(), self.gpu.tolist(), self.kind.tolist(), self.batch_size.tolist(),
                    self.prompt_tokens.tolist(), self.generated_tokens.tolist(), self.num_gpus.tolist(),
-                   self.tensor_parallel.tolist(), strict=True)
-        for a, g, k, b, p, n_gen, n_gpu, tp in cols:
+                   self.tensor_parallel.tolist(), self.expert_parallel.tolist(), strict=True)
+        for a, g, k, b, p, n_gen, n_gpu, tp, ep in cols:
             req = new(Request)
             d = req.__dict__
             d.update(kinds[k])
             d["batch_size"], d["prompt_tokens"], d["generated_tokens"], d["num_gpus"], d["tensor_parallel"] = b, p, n_gen, n_gpu, tp
+            d["expert_parallel"] = ep
             out.append((archs[a], req, gpus[g]))
         return out
 
@@ -83,7 +85,7 @@ class RequestTable:
         """The rows ``rows`` (catalog lists shared)."""
         return RequestTable(self.archs, self.gpus, self.kinds, self.arch[rows], self.gpu[rows], self.kind[rows],
                             self.batch_size[rows], self.prompt_tokens[rows], self.generated_tokens[rows],
-                            self.num_gpus[rows], self.tensor_parallel[rows])
+                            self.num_gpus[rows], self.tensor_parallel[rows], self.expert_parallel[rows])
 
     def device_ids(self) -> NDArray[np.str_]:
         """GPU id of every row."""
@@ -100,10 +102,10 @@ class RequestTable:
 
     def validate(self, check_context: bool = True, line: IntArray | None = None) -> None:
         """`validate_request` on every row, run once per distinct outcome-determining combination
-        (arch, GPU, kind, TP, GPUs, context fits); the error names the first failing row."""
+        (arch, GPU, kind, TP, EP, GPUs, context fits); the error names the first failing row."""
         max_ctx = np.array([a.max_context for a in self.archs], dtype=np.int64)[self.arch]
         fits = (self.prompt_tokens + self.generated_tokens <= max_ctx) | (not check_context)
-        first, _ = distinct_rows(self.arch, self.gpu, self.kind, self.tensor_parallel, self.num_gpus, fits)
+        first, _ = distinct_rows(self.arch, self.gpu, self.kind, self.tensor_parallel, self.expert_parallel, self.num_gpus, fits)
         first = np.sort(first)
         for i, (arch, req, gpu) in zip(first.tolist(), self.take(first).items(), strict=True):
             try:

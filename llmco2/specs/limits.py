@@ -16,7 +16,7 @@ from llmco2.errors import InvalidInputError
 
 #: Largest value of each request count.
 REQUEST_LIMITS = {"batch_size": 2**20, "prompt_tokens": 2**27, "generated_tokens": 2**27, "num_gpus": 2**16,
-                  "tensor_parallel": 2**16}
+                  "tensor_parallel": 2**16, "expert_parallel": 2**16}
 #: Largest value of an architecture size (``max_context``: :data:`MAX_CONTEXT`).
 MAX_ARCH_VALUE = 2**24
 MAX_CONTEXT = 2**30

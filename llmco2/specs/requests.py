@@ -1,4 +1,5 @@
-"""An inference request: batch, prompt and generated tokens, GPUs, dtypes, weight quantisation, attention kernel."""
+"""An inference request: batch, prompt and generated tokens, GPUs and their parallel layout (tensor, expert,
+pipeline), dtypes, weight quantisation, attention kernel."""
 
 from __future__ import annotations
 
@@ -33,9 +34,18 @@ class Request:
         prompt_tokens: prompt length per sequence (the prefill covers these tokens).
         generated_tokens: output tokens per sequence, the first one produced by the prefill; the
             decode phase runs ``generated_tokens - 1`` steps.
-        num_gpus: GPUs serving the request; ``tensor_parallel * pipeline_parallel``.
+        num_gpus: GPUs serving the request: ``tensor_parallel * attention_dp * pipeline_parallel``.
         tensor_parallel: tensor-parallel degree (Megatron-style head/column/row sharding);
             ``None`` means all ``num_gpus``.
+        expert_parallel: expert-parallel degree of the mixture-of-experts layers (``None``: 1, the
+            experts sharded by ``tensor_parallel`` like every other matrix). As vLLM's
+            ``--tensor-parallel-size T --data-parallel-size D --enable-expert-parallel`` (EP size =
+            T x D): a multiple of ``tensor_parallel``; attention and the dense layers run
+            tensor-parallel over ``tensor_parallel`` GPUs and data-parallel over ``attention_dp =
+            expert_parallel / tensor_parallel`` such groups (the batch spread over them), and each of
+            the ``expert_parallel`` GPUs holds ``num_experts / expert_parallel`` routed experts whole.
+            It divides ``num_gpus`` (the rest are pipeline stages); the model must be a
+            mixture of experts whose expert count it divides (:func:`validate_request`).
         weight_dtype / activation_dtype / kv_dtype: storage types (``None``: derived; the weights
             are ``fp16``, or the quantisation method's dtype when only the method is given).
         compute_dtype: type the matrix units run in (``None``: weight dtype for float and int8
@@ -61,6 +71,7 @@ class Request:
     generated_tokens: int = 128
     num_gpus: int = 1
     tensor_parallel: int | None = None
+    expert_parallel: int | None = None
     weight_dtype: str | None = None
     activation_dtype: str | None = None
     kv_dtype: str | None = None
@@ -80,6 +91,14 @@ class Request:
         if self.num_gpus % tp:
             raise InvalidInputError(f"tensor_parallel {tp} must divide num_gpus {self.num_gpus}", field="tensor_parallel")
         set_(self, "tensor_parallel", tp)
+        ep = 1 if self.expert_parallel is None else _positive_int(self.expert_parallel, "expert_parallel")
+        if ep > 1 and ep % tp:
+            raise InvalidInputError(f"expert_parallel {ep} must be a multiple of tensor_parallel {tp} (as in vLLM, the "
+                                    "expert-parallel group is the tensor-parallel groups of data-parallel attention)",
+                                    field="expert_parallel")
+        if self.num_gpus % ep:
+            raise InvalidInputError(f"expert_parallel {ep} must divide num_gpus {self.num_gpus}", field="expert_parallel")
+        set_(self, "expert_parallel", ep)
         q, w = resolve_quantisation(self.quantisation, self.weight_dtype)
         if w not in WEIGHT_DTYPES:
             raise InvalidInputError(f"weights cannot be {w}; expected one of {', '.join(WEIGHT_DTYPES)}", field="weight_dtype")
@@ -108,8 +127,15 @@ class Request:
         set_(self, "quantisation", q)
 
     @property
+    def attention_dp(self) -> int:
+        """Data-parallel attention groups of the expert-parallel group: ``expert_parallel /
+        tensor_parallel`` when experts are spread wider than the tensor-parallel group, else 1."""
+        ep, tp = self.expert_parallel, self.tensor_parallel
+        return ep // tp if ep > tp else 1  # type: ignore[operator]
+
+    @property
     def pipeline_parallel(self) -> int:
-        return self.num_gpus // self.tensor_parallel  # type: ignore[operator]
+        return self.num_gpus // (self.tensor_parallel * self.attention_dp)  # type: ignore[operator]
 
     @property
     def decode_steps(self) -> int:
@@ -143,6 +169,7 @@ def validate_request(request: Request, arch: ModelArch, gpu: GPU, check_context:
     """Check that ``request`` can run ``arch`` on ``gpu``; `InvalidInputError` names the field."""
     tp = request.tensor_parallel
     assert tp is not None
+    check_expert_parallel(request, arch, gpu)
     if arch.num_heads % tp:
         raise InvalidInputError(f"tensor parallel degree {tp} must divide num_heads {arch.num_heads} of {arch.id}", field="tensor_parallel")
     if arch.num_kv_heads % tp and tp % arch.num_kv_heads:  # above the KV heads, engines replicate them (vLLM, SGLang)
@@ -167,3 +194,24 @@ def validate_request(request: Request, arch: ModelArch, gpu: GPU, check_context:
             f"{arch.max_context}-token context of {arch.id}",
             field="prompt_tokens",
         )
+
+
+def check_expert_parallel(request: Request, arch: ModelArch, gpu: GPU | None = None) -> None:
+    """Expert parallelism needs a mixture-of-experts model whose routed experts it divides, and (given
+    ``gpu``) one node with a GPU-to-GPU link: the all-to-all between nodes is not modelled."""
+    ep = request.expert_parallel
+    assert ep is not None
+    if ep == 1:
+        return
+    if not arch.is_moe:
+        raise InvalidInputError(f"{arch.id} is a dense model; expert parallelism needs a mixture-of-experts model "
+                                "(leave expert parallelism at 1)", field="expert_parallel")
+    if arch.num_experts % ep:
+        raise InvalidInputError(f"expert parallel degree {ep} must divide the {arch.num_experts} experts of {arch.id}",
+                                field="expert_parallel")
+    if gpu is not None and ep > max(gpu.gpus_per_node, 1):
+        raise InvalidInputError(f"expert parallel degree {ep} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.id} node "
+                                "(an all-to-all across nodes is not modelled)", field="expert_parallel")
+    if gpu is not None and gpu.interconnect_bandwidth_gb_s <= 0:
+        raise InvalidInputError(f"{gpu.id} has no GPU-to-GPU interconnect for the experts' all-to-all; leave expert "
+                                "parallelism at 1", field="expert_parallel")
