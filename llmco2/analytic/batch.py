@@ -49,6 +49,8 @@ def analyze_request_table(items: Sequence[tuple[ModelArch, Request, GPU]]) -> pd
         "dtype": [r.weight_dtype for _, r, _ in items],
         "flash_attention": batch.flash,
     })
+    if (batch.ep > 1).any():  # expert parallelism: its column beside the tensor-parallel degree
+        frame.insert(frame.columns.get_loc("tensor_parallel") + 1, "expert_parallel", batch.ep.astype(int))
     for phase in PHASES:
         for q in QUANTITIES:
             frame[f"{phase}_{q}"] = totals.totals[phase][q]

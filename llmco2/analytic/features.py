@@ -17,7 +17,9 @@ from llmco2.specs.requests import Request
 def global_features(arch: ModelArch, req: Request, gpu: GPU, analysis: LayerAnalysis, totals: ModelTotals,
                     i: int = 0) -> dict[str, Any]:
     """Flat architecture/request/hardware fields plus ``layer_totals`` (one layer, per GPU) and
-    ``model_totals`` (whole request, all GPUs) per phase."""
+    ``model_totals`` (whole request, all GPUs) per phase; ``expert_parallel`` and ``attention_dp``
+    only under expert parallelism."""
+    layout = {"expert_parallel": req.expert_parallel, "attention_dp": req.attention_dp} if req.expert_parallel > 1 else {}  # type: ignore[operator]
     return {
         "hidden_size": arch.hidden_size,
         "intermediate_size": arch.intermediate_size,
@@ -46,6 +48,7 @@ def global_features(arch: ModelArch, req: Request, gpu: GPU, analysis: LayerAnal
         "num_gpus": req.num_gpus,
         "tensor_parallel": req.tensor_parallel,
         "pipeline_parallel": req.pipeline_parallel,
+        **layout,
         "flash_attention": req.flash_attention,
         "causal": req.causal,
         "peak_ops_per_s": gpu.peak_ops_per_s(req.compute_dtype),  # type: ignore[arg-type]

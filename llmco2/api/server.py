@@ -40,7 +40,10 @@ class ServedRequest:
     """The request and the server it runs on: ``batch_size`` copies of (``prompt_tokens``,
     ``generated_tokens``) on ``gpus`` x ``gpu`` serving ``model``: ``dp`` data-parallel replicas
     (engine instances, each with the whole model on ``gpus / dp`` GPUs, tensor-parallel degree
-    ``tp``) that share the load evenly; the request runs on one of them."""
+    ``tp`` and expert-parallel degree ``ep``: :class:`~llmco2.specs.Request`) that share the load
+    evenly; the request runs on one of them. Replicas do not share experts: vLLM's
+    ``--data-parallel-size D --enable-expert-parallel`` (experts spread over the D ranks) is one
+    replica with ``ep = D x tp``."""
 
     model: str | ModelArch
     gpu: str | GPU
@@ -50,6 +53,7 @@ class ServedRequest:
     gpus: int = 1
     tp: int | None = None
     dp: int = 1
+    ep: int | None = None
 
     @property
     def replica_gpus(self) -> int:
@@ -148,7 +152,7 @@ def serve_request(request: ServedRequest, load: ServerLoad, options: RequestOpti
 
     opts, assume = options or RequestOptions(dtype="bf16"), assumptions or Assumptions()
     check_load(request, load)
-    server_setup(request.model, request.gpu, request.replica_gpus, request.tp, opts.engine, opts.dtype)  # bad input first
+    server_setup(request.model, request.gpu, request.replica_gpus, request.tp, opts.engine, opts.dtype, request.ep)  # bad input first
     workload, mine = serving_workload(request, load)
     calibration = None
     if opts.checkpoint and load.calibration:
@@ -161,7 +165,7 @@ def serve_request(request: ServedRequest, load: ServerLoad, options: RequestOpti
                    predictor=load_predictor(opts.checkpoint) if opts.checkpoint else None, region=assume.region,
                    carbon_intensity=assume.carbon_intensity, pue=assume.pue_value(),
                    lifetime_years=assume.lifetime_years, calibration=calibration, scope=assume.scope,
-                   platform=assume.platform)
+                   platform=assume.platform, ep=request.ep)
     record = _record(request, load, result.requests.iloc[mine], result)
     e, c = record["energy_j"], record["carbon_g"]  # the flat keys of ``llmco2 predict --json`` too
     return {**record, "prefill": e["prefill"], "decode": e["decode"], "total": e["total"],
@@ -175,6 +179,8 @@ def _record(request: ServedRequest, load: ServerLoad, rows: Any, result: Any) ->
     server = result.assumptions["server"]
     return {
         "model": server["model"], "gpu": server["gpu"], "num_gpus": server["num_gpus"] * request.dp, "engine": server["engine"],
+        **({"tensor_parallel": server["tensor_parallel"], "expert_parallel": server["expert_parallel"]}
+           if "expert_parallel" in server else {}),
         "batch_size": request.batch_size, "prompt_tokens": request.prompt_tokens,
         "generated_tokens": request.generated_tokens,
         "energy_j": {"prefill": float(rows["prefill_j"].sum()), "decode": float(rows["decode_j"].sum()),

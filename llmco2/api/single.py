@@ -99,14 +99,14 @@ class Prediction:
 
 
 def _request(model: str | ModelArch, gpu: str | GPU, batch_size: int, prompt_tokens: int, generated_tokens: int, gpus: int,
-             tp: int | None, opts: RequestOptions) -> tuple[ModelArch, Request, GPU]:
+             tp: int | None, opts: RequestOptions, ep: int | None = None) -> tuple[ModelArch, Request, GPU]:
     """The validated (arch, request, GPU) of one request."""
     from llmco2.specs import Request, get_gpu, get_model, validate_request
 
     arch = get_model(model, approximate=opts.approximate)
     dev = get_gpu(gpu)
     req = Request(batch_size=batch_size, prompt_tokens=prompt_tokens, generated_tokens=generated_tokens, num_gpus=gpus,
-                  tensor_parallel=tp, weight_dtype=opts.dtype, activation_dtype=opts.act_dtype, kv_dtype=opts.kv_dtype,
+                  tensor_parallel=tp, expert_parallel=ep, weight_dtype=opts.dtype, activation_dtype=opts.act_dtype, kv_dtype=opts.kv_dtype,
                   flash_attention=opts.flash_attention, causal=opts.causal, quantisation=opts.quantisation)
     validate_request(req, arch, dev, check_context=not opts.ignore_context)
     return arch, req.replace(engine=opts.engine), dev
@@ -143,15 +143,17 @@ def hourly_of(intensity: str | Path | Any | None, timestamp: Any, carbon_intensi
 
 def single_prediction(model: str | ModelArch, gpu: str | GPU, *, batch_size: int = 1, prompt_tokens: int,
                       generated_tokens: int, gpus: int = 1, tp: int | None = None, options: RequestOptions | None = None,
-                      assumptions: Assumptions | None = None) -> tuple[dict[str, Any], tuple[ModelArch, Request, GPU]]:
+                      assumptions: Assumptions | None = None,
+                      ep: int | None = None) -> tuple[dict[str, Any], tuple[ModelArch, Request, GPU]]:
     """The JSON object of ``llmco2 predict ... --json`` and the request's (arch, request, GPU).
-    The request is checked before the checkpoint is loaded."""
+    The request is checked before the checkpoint is loaded. With expert parallelism (``ep`` > 1)
+    the record says so (``expert_parallel``, and the tensor-parallel degree)."""
     from llmco2.carbon.assumptions import resolve_assumptions
     from llmco2.carbon.footprint import predict_footprint
     from llmco2.prediction.loading import load_predictor
 
     opts, assume_in = options or RequestOptions(), assumptions or Assumptions()
-    arch, req, dev = _request(model, gpu, batch_size, prompt_tokens, generated_tokens, gpus, tp, opts)
+    arch, req, dev = _request(model, gpu, batch_size, prompt_tokens, generated_tokens, gpus, tp, opts, ep)
     timestamp, region = assume_in.timestamp, assume_in.region
     hourly = hourly_of(assume_in.intensity, timestamp, assume_in.carbon_intensity)
     if hourly is not None and timestamp is None:
@@ -163,6 +165,8 @@ def single_prediction(model: str | ModelArch, gpu: str | GPU, *, batch_size: int
         fp = _single_hour(fp, hourly, timestamp, region)
     record = {"model": arch.id, "gpu": dev.id, "num_gpus": req.num_gpus, "engine": req.engine, "batch_size": req.batch_size,
               "prompt_tokens": req.prompt_tokens, "generated_tokens": req.generated_tokens, **fp.record(0)}
+    if req.expert_parallel > 1:  # type: ignore[operator]
+        record.update(tensor_parallel=req.tensor_parallel, expert_parallel=req.expert_parallel)
     record["notes"] = [*arch.approximations, *memory_notes(arch, req, dev), *record["notes"]]
     energy, carbon = record["energy_j"], record["carbon_g"]
     record.update(prefill=energy["prefill"], decode=energy["decode"], total=energy["total"],
@@ -189,12 +193,13 @@ def _single_hour(fp: Any, hourly: HourlyIntensity, timestamp: Any, region: str |
 
 
 def predict(model: str | ModelArch, gpu: str | GPU, *, batch_size: int = 1, prompt_tokens: int,
-            generated_tokens: int | None = None, gpus: int = 1, tp: int | None = None, options: RequestOptions | None = None,
-            assumptions: Assumptions | None = None, **fields: Any) -> Prediction | list[Prediction]:
+            generated_tokens: int | None = None, gpus: int = 1, tp: int | None = None, ep: int | None = None,
+            options: RequestOptions | None = None, assumptions: Assumptions | None = None,
+            **fields: Any) -> Prediction | list[Prediction]:
     """Predict one request: GPU energy (J) and latency (s) per phase, carbon (g CO2eq).
 
     Lists predict many requests: give a list (or tuple) for any of ``model``, ``gpu``,
-    ``batch_size``, ``prompt_tokens``, ``generated_tokens``, ``gpus`` and ``tp``, every list of the
+    ``batch_size``, ``prompt_tokens``, ``generated_tokens``, ``gpus``, ``tp`` and ``ep``, every list of the
     same length, the other arguments shared; the result is then a list of predictions in that order.
     For tables of thousands of requests, :func:`llmco2.predict_frame` is faster.
 
@@ -203,6 +208,11 @@ def predict(model: str | ModelArch, gpu: str | GPU, *, batch_size: int = 1, prom
             model, or :class:`~llmco2.specs.ModelArch` / :class:`~llmco2.specs.GPU` objects.
         batch_size, prompt_tokens, generated_tokens: the request (sequences, tokens per sequence).
         gpus, tp: GPUs serving it and the tensor-parallel degree (default: ``gpus``).
+        ep: expert-parallel degree of a mixture-of-experts model (default 1: experts split by ``tp``);
+            a multiple of ``tp`` dividing ``gpus`` and the model's experts, as vLLM's
+            ``--enable-expert-parallel`` with ``--data-parallel-size ep / tp``: attention
+            tensor-parallel over ``tp`` GPUs and data-parallel over ``ep / tp`` groups, each GPU
+            holding ``1 / ep`` of the experts whole (:mod:`llmco2.analytic.experts`).
         options: a :class:`~llmco2.api.options.RequestOptions` (engine, precisions, attention,
             checkpoint).
         assumptions: an :class:`~llmco2.api.options.Assumptions` (region or intensity, PUE,
@@ -226,7 +236,7 @@ def predict(model: str | ModelArch, gpu: str | GPU, *, batch_size: int = 1, prom
     generated_tokens = generated_tokens_of(generated_tokens, fields)
     opts, assume = with_fields(options, assumptions, fields)
     values = {"model": model, "gpu": gpu, "batch_size": batch_size, "prompt_tokens": prompt_tokens,
-              "generated_tokens": generated_tokens, "gpus": gpus, "tp": tp}
+              "generated_tokens": generated_tokens, "gpus": gpus, "tp": tp, "ep": ep}
     rows = request_rows(values)
     records = [single_prediction(r.pop("model"), r.pop("gpu"), **r, options=opts, assumptions=assume)[0]
                for r in (rows if rows is not None else [values])]

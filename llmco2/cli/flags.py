@@ -19,7 +19,7 @@ FLAGS: dict[str, str] = {
     "engine": "--engine", "dtype": "--dtype", "weight_dtype": "--dtype", "quantisation": "--quantisation", "serving": "--serving", "background": "--background",
     "slo_ttft_s": "--slo-ttft", "slo_tpot_s": "--slo-tpot", "slo_percentile": "--slo-percentile", "max_gpus": "--max-gpus",
     "max_batch": "--max-batch", "max_batched_tokens": "--max-batched-tokens", "seed": "--seed",
-    "dp": "--dp", "on_error": "--on-error", "data": "--data", "data_format": "--format", "scope": "--scope", "platform": "--platform",
+    "dp": "--dp", "ep": "--ep", "expert_parallel": "--ep", "on_error": "--on-error", "data": "--data", "data_format": "--format", "scope": "--scope", "platform": "--platform",
 }
 
 

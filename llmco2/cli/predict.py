@@ -18,8 +18,15 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     p = sub.add_parser("predict", help="predict energy, latency and carbon of a request (or a CSV of requests)")
     p.add_argument("--model", help="model id or HF config.json path")
     p.add_argument("--gpu", help="GPU id")
-    p.add_argument("--gpus", type=int, default=None, metavar="N", help="GPUs serving the request (default 1)")
-    p.add_argument("--tp", type=int, default=None, metavar="N")
+    p.add_argument("--gpus", type=int, default=None, metavar="N",
+                   help="GPUs serving the request (default 1, or --ep; with --serving, those of all replicas: default "
+                        "--dp x --tp, or --dp x --ep)")
+    p.add_argument("--tp", type=int, default=None, metavar="N", help="tensor-parallel degree (default: --gpus)")
+    p.add_argument("--ep", type=int, default=None, metavar="N",
+                   help="expert-parallel degree of a mixture-of-experts model (default 1: experts split by --tp): each "
+                        "of N GPUs holds 1/N of the experts whole, tokens reach them in an all-to-all; a multiple of --tp "
+                        "dividing --gpus (vLLM --enable-expert-parallel: attention tensor-parallel over --tp GPUs, "
+                        "data-parallel over N / --tp groups)")
     p.add_argument("--batch-size", type=int, metavar="B")
     p.add_argument("--prompt-tokens", type=int, metavar="L")
     p.add_argument("--gen-tokens", type=int, metavar="N")
@@ -28,7 +35,8 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
                         "unknown; with --requests, the default for rows without an engine column")
     p.add_argument("--requests", default=None, metavar="FILE",
                    help="many requests, CSV or Parquet (columns model, gpu, batch_size, prompt_tokens, generated_tokens"
-                        "[, num_gpus, tensor_parallel, dtype, flash_attention, engine]); read in chunks; needs --out")
+                        "[, num_gpus, tensor_parallel, expert_parallel, dtype, flash_attention, engine, quantisation]); "
+                        "read in chunks; needs --out")
     p.add_argument("--out", default=None, metavar="CSV", help="with --requests: the input columns plus predictions "
                                                                "(committed in chunks; after Ctrl-C the same command resumes)")
     p.add_argument("--on-error", default="raise", choices=("raise", "skip"),
@@ -95,6 +103,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
         return run_serving(args)
     if args.requests:
+        if args.ep is not None:
+            raise InvalidInputError("applies to one request; with --requests give the file an expert_parallel column",
+                                    field="--ep")
         from llmco2.api.files import predict_file
         from llmco2.api.options import ClusterOptions, FileJob
 
@@ -112,7 +123,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     _check_single(args)
     record, (arch, req, gpu) = single_prediction(
         args.model, args.gpu, batch_size=args.batch_size, prompt_tokens=args.prompt_tokens, generated_tokens=args.gen_tokens,
-        gpus=1 if args.gpus is None else args.gpus, tp=args.tp, options=request_options(args),
+        gpus=(args.ep or 1) if args.gpus is None else args.gpus, tp=args.tp, ep=args.ep, options=request_options(args),
         assumptions=assumptions(args))
     if args.json:
         print_json(record)
@@ -126,7 +137,8 @@ def _print_single(record: dict[str, Any], model: str, gpu: str, req: Any) -> Non
     from rich.table import Table
 
     energy, carbon, band = record["energy_j"], record["carbon_g"], record["energy_j_interval"]
-    t = Table(title=f"{model} on {req.num_gpus} x {gpu} ({req.engine})")
+    layout = f", tp {req.tensor_parallel} x ep {req.expert_parallel}" if req.expert_parallel > 1 else ""
+    t = Table(title=f"{model} on {req.num_gpus} x {gpu} ({req.engine}{layout})")
     for col in ("", "prefill", "decode", "total"):
         t.add_column(col, justify="left" if not col else "right")
     t.add_row("energy", fmt(energy["prefill"], "J"), fmt(energy["decode"], "J"), fmt(energy["total"], "J"))

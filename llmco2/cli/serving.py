@@ -26,7 +26,8 @@ def add_serving_arguments(p: argparse.ArgumentParser) -> None:
                    help="mix prompt chunks with decodes (default) or prefill whole prompts in their own iterations")
     g.add_argument("--seed", type=int, default=0, help="seed of the background lengths and arrivals")
     g.add_argument("--dp", type=int, default=1, metavar="N",
-                   help="data-parallel replicas sharing the load (--gpus counts them all; default: --dp x --tp GPUs)")
+                   help="data-parallel replicas sharing the load (--gpus counts them all; default: --dp x --tp GPUs, or "
+                        "--dp x --ep; replicas do not share experts)")
     g.add_argument("--no-calibration", action="store_true",
                    help="with --checkpoint (a learned cost model): skip the shipped correction fitted for the default checkpoint")
     if "--engine" not in p._option_string_actions:
@@ -43,10 +44,11 @@ def run_serving(args: argparse.Namespace) -> int:
         raise InvalidInputError(f"--serving needs {', '.join(missing)}", field="--serving")
     if getattr(args, "requests", None):
         raise InvalidInputError("--serving predicts one request; it does not take --requests", field="--serving")
-    gpus = args.gpus if args.gpus is not None else args.dp * (args.tp or 1)
+    ep = getattr(args, "ep", None)
+    gpus = args.gpus if args.gpus is not None else args.dp * (ep or args.tp or 1)
     request = ServedRequest(args.model, args.gpu, prompt_tokens=args.prompt_tokens, generated_tokens=args.gen_tokens,
                             batch_size=1 if args.batch_size is None else args.batch_size, gpus=gpus, tp=args.tp,
-                            dp=args.dp)
+                            dp=args.dp, ep=ep)
     load = ServerLoad(concurrency=args.concurrency, rate=args.rate, background=args.background,
                       serving_requests=args.serving_requests, max_batch=args.max_batch,
                       max_batched_tokens=args.max_batched_tokens, chunked_prefill=args.chunked_prefill, seed=args.seed,
@@ -67,7 +69,8 @@ def _print(record: dict[str, Any]) -> None:
     sv = record["serving"]
     load = f"{sv['load']['concurrency']} concurrent" if sv["load"]["concurrency"] else f"{sv['load']['rate_per_s']:g} req/s"
     replicas = f" in {sv['replicas']} replicas" if sv.get("replicas") else ""
-    t = Table(title=f"{record['model']} on {record['num_gpus']} x {record['gpu']}{replicas} ({record['engine']}), {load}")
+    layout = f", tp {record['tensor_parallel']} x ep {record['expert_parallel']}" if "expert_parallel" in record else ""
+    t = Table(title=f"{record['model']} on {record['num_gpus']} x {record['gpu']}{replicas} ({record['engine']}{layout}), {load}")
     for col in ("", "prefill", "decode", "total"):
         t.add_column(col, justify="left" if not col else "right")
     e, lat = record["energy_j"], record["latency_s"]

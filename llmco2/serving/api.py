@@ -145,11 +145,12 @@ def server_columns(schedule: Schedule, gpu: GPU, num_gpus: int, assumptions: dic
 
 
 def server_setup(model: str | ModelArch, gpu: str | GPU, num_gpus: int = 1, tp: int | None = None,
-                 engine: str = "vllm", dtype: str = "bf16") -> tuple[ModelArch, GPU, Request]:
-    """Resolve and validate the server: (arch, gpu, a template request holding GPUs, dtype, engine)."""
+                 engine: str = "vllm", dtype: str = "bf16", ep: int | None = None) -> tuple[ModelArch, GPU, Request]:
+    """Resolve and validate the server: (arch, gpu, a template request holding GPUs, their tensor- and
+    expert-parallel layout, dtype, engine)."""
     arch, dev = get_model(model), get_gpu(gpu)
     req = Request(batch_size=1, prompt_tokens=1, generated_tokens=1, num_gpus=num_gpus, tensor_parallel=tp,
-                  weight_dtype=dtype, engine=get_engine(engine).id)
+                  expert_parallel=ep, weight_dtype=dtype, engine=get_engine(engine).id)
     validate_request(req, arch, dev, check_context=False)
     return arch, dev, req
 
@@ -160,8 +161,9 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
           energy_scale: float = 1.0, region: str | None = None, carbon_intensity: float | None = None,
           pue: float | str | None = None, lifetime_years: float | None = None,
           calibration: Calibration | None = None, scope: str = "gpu", platform: str | None = None,
-          region_id: str | None = None, pue_value: float | str | None = None) -> ServingResult:
-    """Simulate ``workload`` on ``num_gpus`` x ``gpu`` serving ``model`` with ``engine``.
+          region_id: str | None = None, pue_value: float | str | None = None, ep: int | None = None) -> ServingResult:
+    """Simulate ``workload`` on ``num_gpus`` x ``gpu`` serving ``model`` with ``engine`` (``tp``, ``ep``:
+    tensor- and expert-parallel degrees, :class:`~llmco2.specs.Request`).
 
     ``cost`` defaults to a :class:`GridCostModel` of the step physics with the shipped constants
     (:mod:`llmco2.serving.physics_params`), or of ``predictor`` when one is given (a learned
@@ -184,7 +186,7 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
     region_id = renamed("region_id", region_id, "region", region)
     pue_value = renamed("pue_value", pue_value, "pue", pue)
 
-    arch, dev, req = server_setup(model, gpu, num_gpus, tp, engine, dtype)
+    arch, dev, req = server_setup(model, gpu, num_gpus, tp, engine, dtype, ep)
     memory = memory_budget(arch, dev, req)
     idle_w, idle_source = idle_power_w(dev, num_gpus)
     physics = cost is None and predictor is None
@@ -234,4 +236,6 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
                           "calibration": applied, "cost_model": "step physics" if physics else "learned checkpoint",
                           "interval": interval_kind},
                   workload=workload.description)
+    if req.expert_parallel > 1:  # type: ignore[operator]
+        assume["server"]["expert_parallel"] = req.expert_parallel
     return ServingResult(frame, summary, schedule, assume)
