@@ -20,6 +20,7 @@ from llmco2.analytic.model import ModelTotals, model_totals
 from llmco2.errors import InvalidInputError
 from llmco2.graph.features import GraphArrays, build_graph_arrays
 from llmco2.specs import GPU, ModelArch, Request, engine_id, get_gpu, get_model
+from llmco2.specs.requests import check_expert_parallel
 
 log = logging.getLogger(__name__)
 
@@ -116,13 +117,18 @@ def _row_item(row: pd.Series, models: dict, gpus: dict) -> tuple[ModelArch, Requ
     kv_bits = _int(row.get("kv_bits"))
     n = _int(row.get("num_devices")) or 1
     tp = _int(row.get("tensor_parallel"))
+    # > 1: the MoE layers ran expert-parallel. ML.ENERGY v3's rows: attention TP = EP = num_gpus, as the importer leaves
+    # tensor_parallel null (ml-energy/benchmark starts vLLM with --tensor-parallel-size num_gpus --enable-expert-parallel
+    # unless a config names --data-parallel-size: mlenergy/benchmark/llm/benchmark.py)
+    ep = _int(row.get("expert_parallel"))
     try:
         req = Request(batch_size=batch, prompt_tokens=prompt, generated_tokens=gen, num_gpus=n,
-                      tensor_parallel=tp if tp else None if n == 1 else n,
+                      tensor_parallel=tp if tp else None if n == 1 else n, expert_parallel=ep if ep and ep > 1 else None,
                       weight_dtype=BITS_TO_DTYPE.get(bits, "fp16"),
                       kv_dtype=BITS_TO_DTYPE.get(kv_bits, None) if kv_bits in (8, 16, 32) else None,
                       flash_attention=bool(row.get("flash_attention")) if pd.notna(row.get("flash_attention")) else True,
                       engine=engine_id(row.get("engine") if pd.notna(row.get("engine")) else None))
+        check_expert_parallel(req, base)
         if not gpu.supports(req.compute_dtype):  # e.g. 16-bit on an INT8-only NPU: the measured kernels ran at its INT8 rate
             alt = "int8" if gpu.supports("int8") else next(iter(gpu.peak_dense_tops))
             req = req.replace(compute_dtype=alt)
@@ -147,6 +153,9 @@ def energy_data(table: pd.DataFrame, require_energy: bool = True) -> EnergyData:
         keep &= ~bad & ~infinite
     cols = [c for c in CONFIG_COLUMNS if c in table.columns]
     keys = table[cols].astype("string").fillna("<NA>")
+    if "expert_parallel" in table.columns:  # part of the configuration where above 1 (null and 1 are the same layout)
+        ep = pd.to_numeric(table["expert_parallel"], errors="coerce")
+        keys["expert_parallel"] = ep.where(ep > 1).astype("string").fillna("<NA>")
     key_tuples = list(map(tuple, keys.to_numpy()))
     models: dict = {}
     gpus: dict = {}
