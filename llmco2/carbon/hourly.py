@@ -1,9 +1,11 @@
 """Hourly grid carbon intensity.
 
-An intensity file is a CSV with columns ``timestamp`` (ISO 8601, UTC; a time without a zone
-offset is read as UTC), ``g_co2eq_per_kwh`` and optionally ``region``, one row per hour (and
-region), or an Electricity Maps hourly export (``Datetime (UTC)``, ``Zone Id``, ``Carbon Intensity
-gCO₂eq/kWh (direct)``, ``... (LCA)`` or ``... (Life cycle)``, ...), recognised by its header.
+An intensity file is a CSV (or a gzip-compressed CSV) with columns ``timestamp`` (ISO 8601, UTC; a
+time without a zone offset is read as UTC), ``g_co2eq_per_kwh`` and optionally ``region``, one row
+per hour (and region), or an Electricity Maps hourly export (``Datetime (UTC)``, ``Zone Id``,
+``Carbon Intensity gCO₂eq/kWh (direct)``, ``... (LCA)`` or ``... (Life cycle)``, ...), recognised
+by its header. Instead of a path, the name of a bundled dataset (:mod:`llmco2.carbon.hourly_datasets`:
+``electricitymaps-2023``, published hourly figures of DE, FR, GB and US-CAL-CISO) reads that one.
 
 A request gets the intensity of the hour that contains its timestamp, and of its region when the
 file has several regions. Region names match case-insensitively, and through the grid-region
@@ -24,13 +26,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from llmco2.carbon.hourly_datasets import HourlyDataset, dataset_names, find_dataset
 from llmco2.carbon.timestamps import hour_text, hours_of, parse_seconds
 from llmco2.errors import InvalidInputError
 
 log = logging.getLogger(__name__)
 
-#: The shipped sample file (illustrative values in Electricity Maps' layout, not measurements) and
-#: what every grid assumption built from it says.
+#: The shipped sample file (synthetic, illustrative values in Electricity Maps' layout, not
+#: measurements; kept for tests) and what every grid assumption built from it says. The published
+#: figures are the bundled datasets (``electricitymaps-2023``).
 ILLUSTRATIVE_SAMPLE = "hourly_intensity_sample.csv"
 ILLUSTRATIVE_NOTE = "; ILLUSTRATIVE VALUES, NOT MEASUREMENTS (the shipped sample: carbon/data/HOURLY_SAMPLE.md)"
 J_PER_KWH = 3.6e6
@@ -55,6 +59,8 @@ class HourlyIntensity:
         regions: the regions as written (``("",)`` when the file has no region column).
         hours: per region, the sorted hours (whole hours since 1970-01-01 UTC).
         values: per region, the intensity of each of those hours (g CO2eq/kWh).
+        keys: region key (:func:`region_key`) -> index in :attr:`regions`.
+        dataset: the bundled dataset read (``source`` is then its name), else None.
     """
 
     source: str
@@ -64,6 +70,7 @@ class HourlyIntensity:
     hours: tuple[NDArray[np.int64], ...]
     values: tuple[NDArray[np.float64], ...]
     keys: dict[str, int] = field(default_factory=dict)
+    dataset: HourlyDataset | None = None
 
     @property
     def first_hour(self) -> int:
@@ -91,10 +98,15 @@ class HourlyIntensity:
     def grid(self, used: NDArray[np.float64], region: str | None = None, hour: int | None = None) -> dict[str, Any]:
         """The ``grid`` assumptions of predictions that used the intensities ``used``: their
         energy-unweighted mean (g CO2eq/kWh), the file and, for one request, its region and hour."""
+        if self.dataset is not None:
+            source = self.dataset.describe(self.basis)
+        else:
+            source = (f"hourly intensity file {self.source} ({self.format} layout, {self.basis})"
+                      f"{ILLUSTRATIVE_NOTE if self.illustrative else ''}")
         out: dict[str, Any] = {"g_co2eq_per_kwh": float(np.mean(used)) if len(used) else float("nan"),
-                               "region": region, "source": f"hourly intensity file {self.source} ({self.format} layout, "
-                                                           f"{self.basis}){ILLUSTRATIVE_NOTE if self.illustrative else ''}",
-                               "intensity_file": self.source}
+                               "region": region, "source": source, "intensity_file": self.source}
+        if self.dataset is not None:
+            out.update(dataset=self.dataset.name, licence=self.dataset.licence, attribution=self.dataset.attribution)
         if hour is not None:
             out["hour"] = hour_text(hour)
         else:
@@ -138,22 +150,39 @@ def _columns(header: list[str], where: str, basis: str) -> tuple[str, str, int, 
                             f"gCO₂eq/kWh (direct), ...); its header has {shown}", field="intensity")
 
 
-def _rows_of_file(path: Path) -> tuple[list[str], list[list[str]]]:
+def _rows_of_file(path: Path, where: str) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of a CSV file, gzip-compressed or not (``where``: its name in messages)."""
+    from llmco2.analytic.compressed import open_text
     from llmco2.file_checks import check_input_file
 
     check_input_file(path, "intensity")
     try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
+        with open_text(path, encoding="utf-8-sig") as fh:
             rows = list(csv.reader(fh))
     except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); give a CSV file",
+        raise InvalidInputError(f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start}); give a CSV file",
                                 field="intensity") from None
     except csv.Error as exc:
-        raise InvalidInputError(f"{path}: not a CSV file ({exc})", field="intensity") from None
+        raise InvalidInputError(f"{where}: not a CSV file ({exc})", field="intensity") from None
+    except InvalidInputError as exc:  # a damaged gzip file
+        raise InvalidInputError(str(exc.args[0]) if exc.args else str(exc), field="intensity") from None
     if not rows:
-        raise InvalidInputError(f"{path} is empty; give a CSV with columns timestamp, g_co2eq_per_kwh[, region]",
+        raise InvalidInputError(f"{where} is empty; give a CSV with columns timestamp, g_co2eq_per_kwh[, region]",
                                 field="intensity")
     return rows[0], rows[1:]
+
+
+def resolve_source(source: str | Path) -> tuple[Path, HourlyDataset | None]:
+    """The file ``source`` names, and the bundled dataset when it is one's name rather than a path
+    that exists; a missing path says which datasets could have been meant."""
+    path = Path(source)
+    if path.exists():
+        return path, None
+    dataset = find_dataset(str(source))
+    if dataset is not None:
+        return dataset.path(), dataset
+    raise InvalidInputError(f"no such file {str(source)!r}; give an hourly intensity CSV or a bundled dataset: "
+                            f"{dataset_names()}", field="intensity")
 
 
 def _rows_of_frame(frame: Any) -> tuple[list[str], list[list[Any]]]:
@@ -171,12 +200,31 @@ def load_intensity(source: str | Path | Any, basis: str = "direct") -> HourlyInt
     if basis not in BASES:
         raise InvalidInputError(f"must be one of {', '.join(BASES)}, got {basis!r}", field="basis")
     if isinstance(source, (str, Path)):
-        path = Path(source)
+        path, dataset = resolve_source(source)
+        if dataset is not None:
+            return _load_dataset(dataset.name, basis)
         where = str(path)
-        header, rows = _rows_of_file(path)
+        header, rows = _rows_of_file(path, where)
     else:
         where = "frame"
         header, rows = _rows_of_frame(source)
+    return _parse(header, rows, where, basis)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_dataset(name: str, basis: str) -> HourlyIntensity:
+    """A bundled dataset, read once per process and basis (its arrays are read-only)."""
+    dataset = find_dataset(name)
+    assert dataset is not None
+    header, rows = _rows_of_file(dataset.path(), name)
+    out = replace(_parse(header, rows, name, basis), dataset=dataset)
+    for array in (*out.hours, *out.values):
+        array.setflags(write=False)
+    return out
+
+
+def _parse(header: list[str], rows: list[list[Any]], where: str, basis: str) -> HourlyIntensity:
+    """The hours of a file's (or frame's) header and rows (``where``: its name in messages)."""
     fmt, basis_used, t_col, v_col, r_col = _columns(header, where, basis)
     if not rows or all(not any(str(c).strip() for c in r) for r in rows):
         raise InvalidInputError(f"{where} has a header but no hours", field="intensity")
@@ -272,10 +320,16 @@ def _check_single_region(intensity: HourlyIntensity, regions: Any, default_regio
     for i, name in enumerate(names):
         text = (name or "").strip() or (default_region or "")
         if text and intensity.region_index(text) is None:
-            line = f"line {int(lines[i])}" if lines is not None else (f"row {i}" if n > 1 else "")
-            prefix = ", ".join(p for p in (where if lines is not None or n > 1 else "", line) if p)
-            raise InvalidInputError(f"{prefix + ': ' if prefix else ''}region {text!r} is not in {intensity.source}, which "
+            raise InvalidInputError(f"{_prefix(i, n, lines, where)}region {text!r} is not in {intensity.source}, which "
                                     f"holds only {intensity.regions[0]}", field="intensity")
+
+
+def _prefix(i: int, n: int, lines: NDArray[np.int64] | None, where: str) -> str:
+    """``FILE, line N: `` before a message about request ``i`` of ``n`` (nothing for one request
+    given without a file line, such as ``--timestamp``)."""
+    line = f"line {int(lines[i])}" if lines is not None else (f"row {i}" if n > 1 else "")
+    prefix = ", ".join(p for p in (where if lines is not None or n > 1 else "", line) if p)
+    return f"{prefix}: " if prefix else ""
 
 
 def _region_codes(intensity: HourlyIntensity, regions: Any, default_region: str | None, n: int,
@@ -289,8 +343,7 @@ def _region_codes(intensity: HourlyIntensity, regions: Any, default_region: str 
         if text not in cache:
             index = intensity.region_index(text)
             if index is None:
-                line = f"line {int(lines[i])}" if lines is not None else f"row {i}"
-                prefix = f"{where}, {line}: " if where or lines is not None else ""
+                prefix = _prefix(i, n, lines, where)
                 if not text:
                     raise InvalidInputError(f"{prefix}no region: {intensity.source} has regions {listed}; give each "
                                             "request's region (a region column or --region)", field="intensity")

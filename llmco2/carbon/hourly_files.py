@@ -1,5 +1,5 @@
-"""Hourly intensity applied to request files (``llmco2 predict --requests FILE --intensity-file CSV``)
-and the sample intensity file shipped with the package.
+"""Hourly intensity applied to request files (``llmco2 predict --requests FILE --intensity-file CSV``,
+or a bundled dataset's name) and the synthetic sample intensity file shipped for tests.
 
 :func:`request_file_hours` reads the intensity file and checks, in one pass over the request
 file's ``timestamp`` (and ``region``) columns, that every request has an hour in it, before
@@ -32,8 +32,10 @@ CHECK_ROWS = 65_536
 
 
 def sample_intensity_path() -> Path:
-    """The shipped sample: 48 hours of two zones (FR, DE) in Electricity Maps' export layout,
-    with illustrative values, not measured ones (see ``carbon/data/HOURLY_SAMPLE.md``)."""
+    """The shipped synthetic sample, for tests: 48 hours of two zones (FR, DE) in Electricity Maps'
+    export layout, with illustrative values, not measured ones (see ``carbon/data/HOURLY_SAMPLE.md``).
+    Published figures: the bundled dataset ``electricitymaps-2023``
+    (:mod:`llmco2.carbon.hourly_datasets`)."""
     return Path(str(resources.files("llmco2.carbon") / "data" / SAMPLE_FILE))
 
 
