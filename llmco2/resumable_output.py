@@ -106,7 +106,7 @@ class ResumableOutput:
             log.info("resuming %s after %d rows (%d chunks) of an interrupted run", self.out, self.rows, self.chunks)
         elif state is not None or size:
             log.warning("removing the partial output that an earlier run left for %s: its input file (contents), "
-                        "checkpoint or options differ from this run's; starting afresh", self.out)
+                        "checkpoint, options or output columns differ from this run's; starting afresh", self.out)
         self._fh.truncate(self._bytes)
         self._fh.seek(self._bytes)
         if not self.chunks:

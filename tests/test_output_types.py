@@ -1,37 +1,85 @@
 """Outputs keep the input's columns and their types: a Parquet log of integers, timestamps,
-booleans and floats comes back with the same schema plus the prediction columns."""
+booleans and floats comes back with the same schema plus the prediction columns and the
+assumption columns (``grid_region, intensity_g_per_kwh, pue, notes``), single-process and from
+the parts of a ``--cluster`` run."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from llmco2.api.chunks import PREDICTION_COLUMNS
+from llmco2.api.chunks import OUTPUT_COLUMNS, PREDICTION_COLUMNS
+from llmco2.api.cluster_parts import MANIFEST_NAME
 from tests.helpers import run_cli as run
 
 
-def test_parquet_output_has_the_input_schema_plus_the_prediction_columns(tmp_path: Path, capsys) -> None:
+def _typed_log(tmp_path: Path) -> Path:
     frame = pd.DataFrame({"model": ["llama3.1-8b"] * 3, "gpu": ["h100"] * 3, "batch_size": [1, 2, 4],
                           "prompt_tokens": [100, 200, 300], "generated_tokens": [10, 20, 30],
                           "ts": pd.to_datetime(["2023-11-16T01:00Z"] * 3), "flag": [True, False, None], "cost": [0.1, None, 0.3]})
     src = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), src)
+    return src
+
+
+def _expected_schema(schema_in: pa.Schema) -> pa.Schema:
+    """The input's fields, then every prediction column (floats; ``extrapolated`` boolean), then the
+    assumption columns."""
+    added = [pa.field(c, pa.bool_() if c == "extrapolated" else pa.float64()) for c in PREDICTION_COLUMNS]
+    added += [pa.field("grid_region", pa.string()), pa.field("intensity_g_per_kwh", pa.float64()),
+              pa.field("pue", pa.float64()), pa.field("notes", pa.string())]
+    return pa.schema([*schema_in, *added])
+
+
+def test_parquet_output_has_the_input_schema_plus_the_prediction_columns(tmp_path: Path, capsys) -> None:
+    src = _typed_log(tmp_path)
     out = tmp_path / "out.parquet"
     code, _, err = run(["predict", "--requests", str(src), "--out", str(out)], capsys)
     assert code == 0, err
     schema_in, schema_out = pq.read_schema(src), pq.read_schema(out)
-    assert [(f.name, f.type) for f in schema_out][:len(schema_in)] == [(f.name, f.type) for f in schema_in]
-    assert schema_out.names[len(schema_in):] == list(PREDICTION_COLUMNS)
+    assert schema_out == _expected_schema(schema_in)  # names, types and nullability
+    assert schema_out.names[len(schema_in):] == list(OUTPUT_COLUMNS)
     back = pq.read_table(out)
     assert back.column("batch_size").to_pylist() == [1, 2, 4] and back.column("flag").to_pylist() == [True, False, None]
     assert back.column("cost").to_pylist()[1] is None
+    assert back.column("grid_region").to_pylist() == ["world"] * 3 and back.column("notes").to_pylist() == [""] * 3
     # CSV stays text: the same rows written as CSV read back as the same values
     csv_out = tmp_path / "out.csv"
     assert run(["predict", "--requests", str(src), "--out", str(csv_out)], capsys)[0] == 0
     assert pd.read_csv(csv_out)["batch_size"].tolist() == [1, 2, 4]
+    assert list(pd.read_csv(csv_out).columns) == [*schema_in.names, *OUTPUT_COLUMNS]
+
+
+def test_cluster_parts_have_the_input_schema_plus_the_prediction_columns(tmp_path: Path, capsys) -> None:
+    """The parts of a ``--cluster local`` run have the single-process output's schema and rows; a
+    folder of parts an earlier llmco2 wrote (its manifest lists no added columns) is refused with one
+    line, not mixed."""
+    pytest.importorskip("distributed")
+    src = _typed_log(tmp_path)
+    single = tmp_path / "single.parquet"
+    assert run(["predict", "--requests", str(src), "--out", str(single)], capsys)[0] == 0
+    out = tmp_path / "parts"
+    argv = ["predict", "--requests", str(src), "--out", str(out), "--cluster", "local", "--workers", "1"]
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    parts = sorted(out.glob("*.parquet"))
+    assert len(parts) == 1 and pq.read_schema(parts[0]) == _expected_schema(pq.read_schema(src))
+    assert pq.read_table(parts[0]).equals(pq.read_table(single))
+    manifest = out / MANIFEST_NAME
+    state = json.loads(manifest.read_text())
+    assert state["fingerprint"]["columns"] == list(OUTPUT_COLUMNS)
+    del state["fingerprint"]["columns"]  # as an llmco2 without the assumption columns wrote it
+    manifest.write_text(json.dumps(state))
+    parts[0].unlink()  # a part left to write: without the check the rerun would mix old and new parts
+    code, _, err = run(argv, capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "other output columns (an earlier llmco2 wrote them); delete the folder" in err
+    assert not list(out.glob("*.parquet"))
 
 
 def test_analyze_batch_writes_parquet_for_a_parquet_name_and_refuses_json(tmp_path: Path, capsys) -> None:

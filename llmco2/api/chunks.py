@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from llmco2.api.output_columns import ASSUMPTION_COLUMNS, assumption_arrays, check_added_columns, row_grid
 from llmco2.errors import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 PREDICTION_COLUMNS = ("prefill_j", "decode_j", "total_j", "total_j_low", "total_j_high", "prefill_j_low", "prefill_j_high",
                       "decode_j_low", "decode_j_high", "server_j", "latency_s", "operational_g", "embodied_g", "total_g",
                       "extrapolated")
+#: Every column a prediction adds, in order: :data:`PREDICTION_COLUMNS`, then the assumptions each row
+#: used and its notes (:data:`llmco2.api.output_columns.ASSUMPTION_COLUMNS`).
+OUTPUT_COLUMNS = (*PREDICTION_COLUMNS, *ASSUMPTION_COLUMNS)
 
 
 def prediction_arrays(fp: Any) -> list[Any]:
@@ -93,30 +97,38 @@ def totals_line(t: dict[str, Any]) -> str:
 
 
 def kept_columns(src: Path, header: list[str]) -> list[int]:
-    """Indices of the input columns written back (all but old prediction columns, which are
-    replaced: one warning names them)."""
-    keep = [i for i, name in enumerate(header) if name not in PREDICTION_COLUMNS]
+    """Indices of the input columns written back: all but old prediction columns, which are
+    replaced (one warning names them). A column named like an assumption column
+    (:data:`~llmco2.api.output_columns.ASSUMPTION_COLUMNS`) is replaced only in an earlier output
+    (which holds every prediction column), else refused (:func:`~llmco2.api.output_columns.check_added_columns`)."""
+    added = OUTPUT_COLUMNS if check_added_columns(str(src), header, PREDICTION_COLUMNS) else PREDICTION_COLUMNS
+    keep = [i for i, name in enumerate(header) if name not in added]
     if len(keep) < len(header):
         log.warning("%s already has prediction columns (%s); they are replaced by the new predictions", src,
-                    ", ".join(h for h in header if h in PREDICTION_COLUMNS))
+                    ", ".join(h for h in header if h in added))
     return keep
 
 
 def prediction_batch(chunk: Any, keep: list[int], predictor: Any, assume: dict[str, Any], hourly: Any = None) -> tuple[Any, Any]:
     """``(record batch, footprint)`` of one chunk of a request file: the ``keep`` input columns
-    followed by :data:`PREDICTION_COLUMNS` (energy J, latency s, carbon g CO2eq); ``hourly``: the
-    hourly grid intensities of the file's requests (operational carbon at each row's hour)."""
+    followed by :data:`OUTPUT_COLUMNS` (energy J, latency s, carbon g CO2eq, then each row's grid
+    region, intensity (g CO2eq/kWh), PUE and notes); ``hourly``: the per-row grid of the file's
+    requests (``RequestHours``: each row's hour; ``RowRegions``/``ChunkRegions``: each row's region;
+    anything with ``intensities(batch, first_line)`` and ``default_region``)."""
     import pyarrow as pa
 
     from llmco2.carbon.footprint import predict_footprint
+    from llmco2.carbon.hourly import with_hourly_carbon
 
     # the whole chunk at once: the model steps through it (PIPELINE_ROWS), pipelining its network
     fp = predict_footprint(chunk.table, predictor, assumptions=assume, chunk=max(len(chunk.table), 1))
-    if hourly is not None:
-        fp = hourly.apply(fp, chunk)
+    intensities, regions = row_grid(hourly, chunk.batch, chunk.first_line, assume)
+    if intensities is not None:
+        fp = with_hourly_carbon(fp, intensities)
     names = [chunk.header[i] for i in keep]
     inputs = [chunk.written.column(i) for i in keep]  # the file's own column types
-    return pa.RecordBatch.from_arrays([*inputs, *prediction_arrays(fp)], names=[*names, *PREDICTION_COLUMNS]), fp
+    added = [*prediction_arrays(fp), *assumption_arrays(fp, chunk.table, intensities, regions)]
+    return pa.RecordBatch.from_arrays([*inputs, *added], names=[*names, *OUTPUT_COLUMNS]), fp
 
 
 def file_gpus(path: Path) -> list[Any]:

@@ -77,7 +77,9 @@ def plan_parts(files: list[tuple[Path, int]], partition_rows: int) -> list[Part]
 
 def fingerprint(job: FileJob, files: list[tuple[Path, int]], partition_rows: int,
                 chunk_rows: int) -> dict[str, Any]:
-    """What a resumed run must share with the run it continues (JSON-ready)."""
+    """What a resumed run must share with the run it continues (JSON-ready), the columns the parts
+    add among it: the parts of an llmco2 that added other columns are refused, not mixed."""
+    from llmco2.api.chunks import OUTPUT_COLUMNS
     from llmco2.prediction.loading import checkpoint_path
     from llmco2.resumable_output import file_identity
     from llmco2.version import __version__
@@ -86,7 +88,7 @@ def fingerprint(job: FileJob, files: list[tuple[Path, int]], partition_rows: int
     return json.loads(json.dumps({
         "inputs": [{**file_identity(src), "rows": rows} for src, rows in files], "options": options,
         "checkpoint": file_identity(checkpoint_path(job.options.checkpoint)), "partition_rows": partition_rows,
-        "chunk_rows": chunk_rows, "llmco2": __version__}, sort_keys=True))
+        "chunk_rows": chunk_rows, "columns": list(OUTPUT_COLUMNS), "llmco2": __version__}, sort_keys=True))
 
 
 def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
@@ -97,7 +99,8 @@ def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
         changed = sorted(set(before) ^ set(after)) or sorted(p for p in after if before.get(p) != after[p])
         return f"input files ({Path(changed[0]).name}{' and others' if len(changed) > 1 else ''} added, removed or changed)"
     for key, words in (("options", "options"), ("checkpoint", "checkpoint"), ("partition_rows", "--partition-rows"),
-                       ("chunk_rows", "chunk size"), ("llmco2", "llmco2 version")):
+                       ("chunk_rows", "chunk size"), ("columns", "output columns (an earlier llmco2 wrote them)"),
+                       ("llmco2", "llmco2 version")):
         if old.get(key) != new.get(key):
             if key == "options":
                 keys = sorted(k for k in set(old[key]) | set(new[key]) if old[key].get(k) != new[key].get(k))

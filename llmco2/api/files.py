@@ -23,6 +23,7 @@ import numpy as np
 
 from llmco2.analytic.request_parsing import Reject
 from llmco2.api.chunks import (  # noqa: F401 - PREDICTION_COLUMNS and prediction_arrays are used from here too
+    OUTPUT_COLUMNS,
     PREDICTION_COLUMNS,
     batch_totals,
     file_gpus,
@@ -99,7 +100,9 @@ def predict_file(job: FileJob) -> int:
 
 def _fingerprint(job: FileJob, src: Path, parquet_out: bool) -> dict[str, Any]:
     """What a resumed run must share with the run it continues: input file, checkpoint, every
-    option, chunk size, output format and version."""
+    option, chunk size, output format, the columns added and version (a partial output of an
+    llmco2 that added other columns is not resumed: it is removed, with a warning, and the run
+    starts afresh)."""
     from llmco2.analytic.request_files import CHUNK_ROWS
     from llmco2.prediction.loading import checkpoint_path
     from llmco2.resumable_output import file_identity
@@ -107,7 +110,7 @@ def _fingerprint(job: FileJob, src: Path, parquet_out: bool) -> dict[str, Any]:
 
     options = job.fingerprint_options()
     return {"input": file_identity(src), "checkpoint": file_identity(checkpoint_path(job.options.checkpoint)), "options": options,
-            "chunk_rows": CHUNK_ROWS, "parquet": parquet_out, "llmco2": __version__}
+            "chunk_rows": CHUNK_ROWS, "parquet": parquet_out, "columns": list(OUTPUT_COLUMNS), "llmco2": __version__}
 
 
 def _ipc_to_parquet(partial: Path, fh: Any) -> None:
@@ -183,14 +186,13 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
                     chunk = next(chunks, None)
                     continue
                 batch, fp = prediction_batch(chunk, keep, predictor, assume, hourly)
-                inputs = [chunk.written.column(i) for i in keep]
                 if parquet_out:
                     def write(fh: Any, batch: Any = batch, head: bool = index == 0) -> None:
                         if head:
                             fh.write(batch.schema.serialize())
                         fh.write(batch.serialize())
                 else:
-                    quoting = "needed" if _needs_quotes(inputs) else "none"
+                    quoting = "needed" if _needs_quotes(batch.columns) else "none"  # the inputs' and the notes' text
                     header_quoting = "needed" if index == 0 and any(c in h for h in names for c in ',"\r\n') else "none"
                     write_options = pa_csv.WriteOptions(include_header=index == 0, quoting_style=quoting,
                                                         quoting_header=header_quoting)

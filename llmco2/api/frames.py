@@ -35,8 +35,11 @@ def predict_frame(frame: Any, *, options: RequestOptions | None = None, assumpti
     ``intensity``). A ``region`` column charges each row at its own region's annual intensity (an
     empty cell: ``region``). The result has the same type, the input columns (a column named like a
     prediction column is replaced) and ``prefill_j, decode_j, total_j`` (J), their interval ends,
-    ``latency_s`` (s), ``operational_g, embodied_g, total_g`` (g CO2eq) and ``extrapolated``: the
-    numbers ``predict --requests`` writes for the same rows. ``options``
+    ``server_j`` (J), ``latency_s`` (s), ``operational_g, embodied_g, total_g`` (g CO2eq),
+    ``extrapolated``, then the assumptions each row used, ``grid_region``, ``intensity_g_per_kwh``
+    (g CO2eq/kWh) and ``pue``, and its ``notes`` (:mod:`llmco2.api.output_columns`): the columns
+    ``predict --requests`` writes for the same rows. An input column named like one of the last
+    four is refused unless the table is an earlier output (it holds every prediction column). ``options``
     (:class:`~llmco2.api.options.RequestOptions`: ``engine``, ``dtype``, ``flash_attention``, ...)
     apply to rows without those columns; ``assumptions``
     (:class:`~llmco2.api.options.Assumptions`) say how energy becomes carbon; any field of either
@@ -46,7 +49,8 @@ def predict_frame(frame: Any, *, options: RequestOptions | None = None, assumpti
     import pyarrow as pa
 
     from llmco2.analytic.request_files import CHUNK_ROWS
-    from llmco2.api.chunks import PREDICTION_COLUMNS, prediction_arrays
+    from llmco2.api.chunks import OUTPUT_COLUMNS, PREDICTION_COLUMNS, prediction_arrays
+    from llmco2.api.output_columns import assumption_arrays, check_added_columns
     from llmco2.carbon.assumptions import resolve_assumptions
     from llmco2.carbon.footprint import predict_footprint
     from llmco2.prediction.loading import load_predictor
@@ -55,6 +59,7 @@ def predict_frame(frame: Any, *, options: RequestOptions | None = None, assumpti
     opts, assumed = with_fields(options, assumptions, fields)
     region, carbon_intensity, checkpoint = assumed.region, assumed.carbon_intensity, opts.checkpoint
     table, to_pandas = _as_table(frame)
+    added = OUTPUT_COLUMNS if check_added_columns("frame", table.column_names, PREDICTION_COLUMNS, "frame") else PREDICTION_COLUMNS
     hourly = hourly_of(assumed.intensity, None, carbon_intensity)
     defaults = replace(opts.row_defaults(), engine=get_engine(opts.engine).id)
     requests = _parse(table, defaults, hourly is not None)
@@ -64,25 +69,41 @@ def predict_frame(frame: Any, *, options: RequestOptions | None = None, assumpti
         from llmco2.carbon.region_rows import row_intensities
 
         g = row_intensities(table.column("region").to_pylist(), region)
+    regions = _grid_regions(table, hourly, region, assume) if g is not None else None
     predictor = load_predictor(checkpoint)
     parts: list[list[Any]] = []
     for lo in range(0, len(requests), CHUNK_ROWS):
         part = requests.take(slice(lo, lo + CHUNK_ROWS))
         fp = predict_footprint(part, predictor, assumptions=assume, chunk=max(len(part), 1))
-        if g is not None:
+        rows = None if g is None else g[lo:lo + CHUNK_ROWS]
+        if rows is not None:
             from llmco2.carbon.hourly import with_hourly_carbon
 
-            fp = with_hourly_carbon(fp, g[lo:lo + CHUNK_ROWS])
-        parts.append(prediction_arrays(fp))
-    keep = [n for n in table.column_names if n not in PREDICTION_COLUMNS]
-    columns = [table.column(n) for n in keep] + [pa.chunked_array([p[i] for p in parts]) for i in range(len(PREDICTION_COLUMNS))]
-    out = pa.Table.from_arrays(columns, names=[*keep, *PREDICTION_COLUMNS])
+            fp = with_hourly_carbon(fp, rows)
+        part_regions = regions.slice(lo, len(part)) if regions is not None else _grid_regions(None, None, None, assume, len(part))
+        parts.append([*prediction_arrays(fp), *assumption_arrays(fp, part, rows, part_regions)])
+    keep = [n for n in table.column_names if n not in added]
+    columns = [table.column(n) for n in keep] + [pa.chunked_array([p[i] for p in parts]) for i in range(len(OUTPUT_COLUMNS))]
+    out = pa.Table.from_arrays(columns, names=[*keep, *OUTPUT_COLUMNS])
     if not to_pandas:
         return out
-    result = frame.drop(columns=[c for c in frame.columns if c in PREDICTION_COLUMNS]).copy()
-    for name in PREDICTION_COLUMNS:
+    result = frame.drop(columns=[c for c in frame.columns if c in added]).copy()
+    for name in OUTPUT_COLUMNS:
         result[name] = out.column(name).to_numpy(zero_copy_only=False)
     return result
+
+
+def _grid_regions(table: Any, hourly: HourlyIntensity | None, region: str | None, assume: dict[str, Any],
+                  n: int | None = None) -> Any:
+    """The ``grid_region`` Arrow array of the rows of ``table`` (charged by ``hourly`` or, without
+    it, by their region column); without a table, ``n`` rows of the run's one grid region."""
+    from llmco2.api.output_columns import annual_fallback, hourly_fallback, region_array
+
+    if table is None:
+        return region_array(None, n or 0, None, assume["grid"].get("region"))
+    cells = table.column("region") if "region" in table.column_names else None
+    fallback = hourly_fallback(hourly.regions) if hourly is not None else annual_fallback()
+    return region_array(cells, table.num_rows, region, fallback)
 
 
 def _as_table(frame: Any) -> tuple[Any, bool]:

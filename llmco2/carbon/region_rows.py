@@ -163,10 +163,15 @@ class ChunkRegions:
     requests: str
     default_region: str | None
 
+    def intensities(self, batch: Any, first_line: int) -> NDArray[np.float64] | None:
+        """The intensity (g CO2eq/kWh) of each row of an Arrow record batch of the file whose first
+        row is on line ``first_line``; ``None`` when it has no region column (the run's grid applies)."""
+        names = batch.schema.names
+        if COLUMN not in names:
+            return None
+        return row_intensities(batch.column(names.index(COLUMN)).to_pylist(), self.default_region, self.requests, first_line)
+
     def apply(self, fp: Any, chunk: Any) -> Any:
         """``fp`` with each row's operational carbon at its region (unchanged without a region column)."""
-        names = chunk.batch.schema.names
-        if COLUMN not in names:
-            return fp
-        cells = chunk.batch.column(names.index(COLUMN)).to_pylist()
-        return with_hourly_carbon(fp, row_intensities(cells, self.default_region, self.requests, chunk.first_line))
+        values = self.intensities(chunk.batch, chunk.first_line)
+        return fp if values is None else with_hourly_carbon(fp, values)
