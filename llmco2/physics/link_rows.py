@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from llmco2.analytic.experts import all_to_all_rows
+from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis
 from llmco2.specs.gpus import GPU
 from llmco2.specs.links import allreduce_bandwidth_bytes_per_s, allreduce_extra_latency_s
 
@@ -59,3 +61,21 @@ class LinkRows:
                            for g, t in pairs.tolist()], dtype=np.float64).reshape(-1, 2)
         rows = values[np.asarray(inverse).reshape(-1)]
         return np.ascontiguousarray(rows[:, 0]), np.ascontiguousarray(rows[:, 1])
+
+
+#: The slot that holds the MLP's collective: a tensor-parallel all-reduce, or with expert parallelism
+#: across attention groups the dispatch and combine all-to-alls (:mod:`llmco2.analytic.experts`).
+A2A_SLOT = "all_reduce_mlp"
+
+
+def collectives_per_layer(a: LayerAnalysis) -> Array:
+    """Collectives one layer runs per step, per row: one per present all-reduce slot; where the MoE
+    layer dispatches tokens across attention groups (expert parallelism beyond the tensor-parallel
+    group), its MLP slot is a dispatch and a combine (two all-to-alls) plus the tensor-parallel
+    all-reduce when ``tp > 1``, as vLLM runs it."""
+    count = np.sum([a.present[name].astype(np.float64) for name in KERNEL_NAMES if name.startswith("all_reduce")], axis=0)
+    a2a = all_to_all_rows(a.batch)
+    if not a2a.any():
+        return count
+    mlp = a.present[A2A_SLOT].astype(np.float64)
+    return count + np.where(a2a, 2.0 + (a.batch.tp > 1) - mlp, 0.0)

@@ -43,10 +43,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from llmco2.analytic.experts import rank_batch
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis
 from llmco2.analytic.model import ModelTotals
 from llmco2.analytic.quantised import kernel_launches
 from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
+from llmco2.physics.link_rows import collectives_per_layer
 from llmco2.physics.step_physics import HardwareRows
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids
 from llmco2.specs.gpus import static_power_w
@@ -120,10 +122,10 @@ class PhaseInputs:
         steps = np.stack([np.ones_like(gen), np.maximum(gen - 1.0, 0.0)], axis=1)
         per_layer = kernel_launches(analysis, "decode")  # present slots, plus bitsandbytes' extra kernels
         kernels = per_layer * b.layers + HEAD_KERNELS
-        collectives = np.sum([analysis.present[k].astype(np.float64) for k in ALL_REDUCE_KERNELS], axis=0) * b.layers
+        collectives = collectives_per_layer(analysis) * b.layers  # all-reduces (and expert-parallel all-to-alls)
         gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
         hardware = HardwareRows.of(list(gpus)).take(np.asarray(gpu_code).reshape(-1))
-        return cls(roof, comp.astype(np.float64), mem.astype(np.float64), steps, kernels, b.batch.astype(np.float64),
+        return cls(roof, comp.astype(np.float64), mem.astype(np.float64), steps, kernels, rank_batch(b).astype(np.float64),
                    collectives, b.num_gpus.astype(np.float64), b.tdp_w.astype(np.float64), hardware.idle_w, _spread(engines, engine_code), _spread([g.id for g in gpus], gpu_code),
                    _spread([device_group(g) for g in gpus], gpu_code), hardware)
 

@@ -65,10 +65,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from llmco2.analytic.experts import all_to_all_rows, rank_batch
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis, LayerBatch, analyze_layers
 from llmco2.analytic.model import head_costs
 from llmco2.analytic.quantised import kernel_launches
-from llmco2.physics.link_rows import LinkRows
+from llmco2.physics.link_rows import A2A_SLOT, LinkRows, collectives_per_layer
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id
 from llmco2.specs.gpus import static_power_w
 from llmco2.specs.memory import dram_pj_per_byte
@@ -273,14 +274,20 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
     n, k = len(b), len(SLOTS)
     comp, mem, net, wt, lat = np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k)), np.zeros((n, k))
     link_bw, link_s = hw.links.allreduce(b.tp) if hw.links is not None else (b.net_bw_bytes_per_s, np.zeros(n))
+    a2a = all_to_all_rows(b)  # MoE rows whose tokens cross attention groups: the MLP slot is an all-to-all over ep GPUs
+    if hw.links is not None and a2a.any():
+        ep_bw, ep_s = hw.links.allreduce(np.maximum(b.tp, b.ep))
+    else:
+        ep_bw, ep_s = link_bw, link_s
     for j, name in enumerate(KERNEL_NAMES):
         c = a.costs[phase][name]
         present = a.present[name]
+        bw, extra_s = (np.where(a2a, ep_bw, link_bw), np.where(a2a, ep_s, link_s)) if name == A2A_SLOT else (link_bw, link_s)
         comp[:, j] = np.where(present, c.ops, 0.0) * b.layers / b.peak_ops_per_s
         mem[:, j] = np.where(present, c.mem_bytes, 0.0) * b.layers / b.mem_bw_bytes_per_s
-        net[:, j] = np.where(present, c.net_bytes, 0.0) * b.layers / np.maximum(link_bw, 1.0)
+        net[:, j] = np.where(present, c.net_bytes, 0.0) * b.layers / np.maximum(bw, 1.0)
         if name.startswith("all_reduce"):  # per step: what the link's latency adds to NVLink's, as link time
-            lat[:, j] = np.where(present, link_s, 0.0) * b.layers
+            lat[:, j] = np.where(present, extra_s, 0.0) * b.layers
         wt[:, j] = np.where(present, c.weight_bytes, 0.0) * b.layers / b.mem_bw_bytes_per_s
     for j, name in enumerate(HEAD_KERNELS, start=len(KERNEL_NAMES)):
         comp[:, j] = heads[name].ops / b.peak_ops_per_s
@@ -288,9 +295,9 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
         wt[:, j] = heads[name].weight_bytes / b.mem_bw_bytes_per_s
     s = np.broadcast_to(np.asarray(steps, dtype=np.float64), (n,))
     per_layer = kernel_launches(a, phase)  # present slots, plus bitsandbytes' extra kernels per linear layer
-    collectives = np.sum([a.present[name].astype(np.float64) for name in KERNEL_NAMES if name.startswith("all_reduce")], axis=0)
+    collectives = collectives_per_layer(a)
     return StepShapes(comp / s[:, None], mem / s[:, None], net / s[:, None] + lat, wt / s[:, None], per_layer * b.layers + len(HEAD_KERNELS),
-                      collectives * b.layers, b.batch.astype(np.float64), b.num_gpus.astype(np.float64),
+                      collectives * b.layers, rank_batch(b).astype(np.float64), b.num_gpus.astype(np.float64),
                       b.tdp_w.astype(np.float64), hw.idle_w, b.mem_bw_bytes_per_s.astype(np.float64),
                       b.moe.astype(np.float64), list(engines), hw.node_nm, hw.peak16_ops_per_s, hw.dram_pj_per_byte)
 
