@@ -5,6 +5,7 @@ all-reduce when tp > 1), and per-sequence host costs follow the busiest attentio
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from llmco2.analytic.layer import LayerBatch, analyze_layers
 from llmco2.physics.link_rows import collectives_per_layer
@@ -44,3 +45,14 @@ def test_sequences_are_the_busiest_groups() -> None:
     req = Request(batch_size=9, prompt_tokens=64, generated_tokens=4, num_gpus=8, tensor_parallel=2, expert_parallel=8)
     shapes = step_shapes([(MIXTRAL, req, H100)], "decode", 3.0)
     assert np.isclose(shapes.sequences[0], 3.0)  # ceil(9 / 4 attention groups)
+
+
+def test_kv_capacity_counts_every_attention_group() -> None:
+    from llmco2.serving.costs import GPU_MEMORY_UTILIZATION, memory_budget
+
+    tp8 = memory_budget(MIXTRAL, H100, Request(num_gpus=8, tensor_parallel=8, expert_parallel=8))
+    ep8 = memory_budget(MIXTRAL, H100, Request(num_gpus=8, tensor_parallel=2, expert_parallel=8))
+    # four attention groups of 2 GPUs, each holding the KV of its own sequences
+    one_group = (H100.memory_bytes * GPU_MEMORY_UTILIZATION - ep8["weight_bytes_per_gpu"]) // ep8["kv_bytes_per_token_per_gpu"]
+    assert ep8["kv_capacity_tokens"] == pytest.approx(4 * one_group, rel=1e-6)
+    assert tp8["kv_capacity_tokens"] > 0

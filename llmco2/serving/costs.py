@@ -101,7 +101,8 @@ def memory_budget(arch: ModelArch, gpu: GPU, request: Request) -> dict[str, floa
 
     From the analytic engine's memory model (:func:`llmco2.analytic.model.model_totals`):
     ``weight_bytes_per_gpu`` and ``kv_cache_bytes_per_gpu`` of a one-sequence request, with
-    ``GPU_MEMORY_UTILIZATION`` of each GPU's memory usable. Raises when the weights leave no room.
+    ``GPU_MEMORY_UTILIZATION`` of each GPU's memory usable, times the attention groups of an
+    expert-parallel server (``ep / tp``). Raises when the weights leave no room.
     """
     from llmco2.analytic.layer import LayerBatch, analyze_layers
     from llmco2.analytic.model import model_totals
@@ -116,6 +117,9 @@ def memory_budget(arch: ModelArch, gpu: GPU, request: Request) -> dict[str, floa
         raise InvalidInputError(
             f"the weights of {arch.id} take {weights / 1e9:.1f} GB per GPU, more than the {usable / 1e9:.1f} GB usable on "
             f"{request.num_gpus} x {gpu.id}; use more GPUs (--gpus) or a smaller dtype", field="gpus")
+    # with expert parallelism beyond the tensor-parallel group, each attention group keeps the KV of its
+    # own sequences: the server holds one group's capacity per group (ep / tp)
+    capacity *= request.attention_dp
     return {"weight_bytes_per_gpu": weights, "kv_bytes_per_token_per_gpu": kv_per_token, "kv_capacity_tokens": capacity}
 
 
