@@ -22,7 +22,7 @@ from tests.helpers import run_cli as run
 
 HEADER = "model,gpu,batch_size,prompt_tokens,generated_tokens,region\n"
 ROWS = ["llama3.1-8b,h100,1,100,10,FR", "llama3.1-8b,b200,2,200,20,", "llama3.1-8b,h100,4,30000,3000,de",
-        "phi3-small,h100,1,100,10,FR"]
+        "phi3-small,h100,1,100,10,FR", "llama3.1-70b,t4,64,1000,100,FR"]
 ASSUMED = ["grid_region", "intensity_g_per_kwh", "pue", "notes"]
 
 
@@ -41,11 +41,11 @@ def _predict(src: Path, out: Path, capsys, *extra: str) -> pd.DataFrame:
 def test_each_row_says_its_region_intensity_pue_and_notes(tmp_path: Path, capsys) -> None:
     out = _predict(_log(tmp_path), tmp_path / "out.csv", capsys)
     assert list(out.columns[-len(OUTPUT_COLUMNS):]) == list(OUTPUT_COLUMNS)
-    assert out["region"].tolist() == ["FR", "", "de", "FR"]  # the input column, as written
-    assert out["grid_region"].tolist() == ["fra", "world", "deu", "fra"]
-    assert out["intensity_g_per_kwh"].tolist() == [region(r).g_co2eq_per_kwh for r in ("fra", None, "deu", "fra")]
+    assert out["region"].tolist() == ["FR", "", "de", "FR", "FR"]  # the input column, as written
+    assert out["grid_region"].tolist() == ["fra", "world", "deu", "fra", "fra"]
+    assert out["intensity_g_per_kwh"].tolist() == [region(r).g_co2eq_per_kwh for r in ("fra", None, "deu", "fra", "fra")]
     totals = json.loads((tmp_path / "out.csv.totals.json").read_text())
-    assert out["pue"].tolist() == [totals["assumptions"]["pue"]["value"]] * 4
+    assert out["pue"].tolist() == [totals["assumptions"]["pue"]["value"]] * 5
     # operational carbon is the scope's energy x PUE x the row's intensity
     np.testing.assert_allclose(out["operational_g"], out["server_j"] / J_PER_KWH * out["pue"] * out["intensity_g_per_kwh"],
                                rtol=1e-9)
@@ -57,19 +57,20 @@ def test_each_row_says_its_region_intensity_pue_and_notes(tmp_path: Path, capsys
     assert out["notes"][0] == "" and out["notes"][1].startswith("unseen GPU b200")
     assert "prompt tokens 30,000 outside the trained range" in out["notes"][2]
     assert out["notes"][3].startswith("approximated: 16 blocksparse attention layers")  # the architecture's own note
-    assert out["extrapolated"].tolist() == [False, True, True, False]
+    assert out["notes"][4].startswith("does not fit: needs 164.2 GB per GPU") and "; unseen GPU t4" in out["notes"][4]
+    assert out["extrapolated"].tolist() == [False, True, True, False, True]
 
 
 def test_a_given_intensity_and_region_are_written_on_every_row(tmp_path: Path, capsys) -> None:
     src = _log(tmp_path)
     out = _predict(src, tmp_path / "out.parquet", capsys, "--carbon-intensity", "100", "--pue", "1.2")
     assert out["grid_region"].isna().all()  # a number given: no region
-    assert out["intensity_g_per_kwh"].tolist() == [100.0] * 4 and out["pue"].tolist() == [1.2] * 4
+    assert out["intensity_g_per_kwh"].tolist() == [100.0] * 5 and out["pue"].tolist() == [1.2] * 5
     out = _predict(_log(tmp_path, [r.rsplit(",", 1)[0] for r in ROWS], HEADER.replace(",region", ""), "plain_log.csv"),
                    tmp_path / "plain.csv", capsys, "--region", "FR")
-    assert out["grid_region"].tolist() == ["fra"] * 4 and out["intensity_g_per_kwh"].tolist() == [55.3] * 4
+    assert out["grid_region"].tolist() == ["fra"] * 5 and out["intensity_g_per_kwh"].tolist() == [55.3] * 5
     out = _predict(src, tmp_path / "empty.csv", capsys, "--region", "PL")
-    assert out["grid_region"].tolist() == ["fra", "pol", "deu", "fra"]  # an empty cell takes --region
+    assert out["grid_region"].tolist() == ["fra", "pol", "deu", "fra", "fra"]  # an empty cell takes --region
 
 
 def test_an_hourly_intensity_is_written_per_row(tmp_path: Path, capsys) -> None:

@@ -12,9 +12,9 @@ at and its notes (``predict --requests`` outputs, the Parquet parts of ``--clust
   the run's.
 * ``pue``: the power usage effectiveness applied (facility over IT energy, dimensionless).
 * ``notes``: in words, separated by ``"; "``, what the single ``llmco2 predict`` lists for the same
-  request: what the model's architecture entry approximates, why the row is extrapolated (an
-  unseen GPU, engine or architecture family, a count outside the trained range) and an unknown
-  embodied carbon; empty when there is nothing to say.
+  request: what the model's architecture entry approximates, that the request does not fit its
+  GPUs' memory, why the row is extrapolated (an unseen GPU, engine or architecture family, a count
+  outside the trained range) and an unknown embodied carbon; empty when there is nothing to say.
 
 The input keeps its own columns: a column named like one of these is refused (unless the input is
 an earlier output, which holds every prediction column: its old columns are then replaced, as the
@@ -119,21 +119,39 @@ def region_array(cells: Any, n: int, default_region: str | None, fallback: str |
     return strings(labels).take(encoded.indices)
 
 
-def notes_array(notes: Sequence[Sequence[str]], archs: Sequence[Any], arch_code: NDArray[np.integer]) -> Any:
-    """The ``notes`` Arrow array (string) of rows whose footprint notes are ``notes`` (one list per
-    row: extrapolation and embodied-carbon notes) and whose architecture is ``archs[arch_code]``:
-    the architecture's approximations first, as the single ``llmco2 predict`` lists them, joined
-    with ``"; "``; empty where there are none. The approximations are joined once per distinct
-    architecture."""
+def memory_note(weight_bytes: float, cache_bytes: float, gpu: Any, num_gpus: int) -> str:
+    """The note of a request whose weights and KV cache (bytes per GPU) do not fit the memory of
+    each of its ``num_gpus`` GPUs ``gpu`` (the words of the single ``llmco2 predict``)."""
+    need = weight_bytes + cache_bytes
+    return (f"does not fit: needs {need / 1e9:.1f} GB per GPU ({weight_bytes / 1e9:.1f} GB weights + "
+            f"{cache_bytes / 1e9:.2f} GB cache), {gpu.memory_bytes / 1e9:.0f} GB available on each of "
+            f"{num_gpus} x {gpu.id}; the prediction assumes it ran")
+
+
+def notes_array(fp: Any, table: Any) -> Any:
+    """The ``notes`` Arrow array (string) of the footprint ``fp`` of the requests ``table`` (a
+    :class:`~llmco2.analytic.table.RequestTable`): per row, in the order the single ``llmco2
+    predict`` lists them, what the architecture entry approximates (joined once per distinct
+    architecture), that the request does not fit its GPUs' memory (:func:`memory_note`), then the
+    footprint's notes (why it is extrapolated, an unknown embodied carbon); joined with ``"; "``,
+    empty where there are none."""
     from llmco2.analytic.arrow_arrays import string_array
 
-    n = len(arch_code)
-    text = list(map("; ".join, notes)) if len(notes) == n else [""] * n
-    for code, arch in enumerate(archs):
+    n = len(table)
+    text = list(map("; ".join, fp.notes)) if len(fp.notes) == n else [""] * n
+    fits = getattr(fp, "fits_in_memory", None)
+    if fits is not None and not bool(np.all(fits)):
+        gpu_code, num_gpus = np.asarray(table.gpu), np.asarray(table.num_gpus)
+        for i in np.flatnonzero(~np.asarray(fits, dtype=bool)).tolist():
+            weights, cache = (float(v) for v in fp.memory_bytes[i])
+            note = memory_note(weights, cache, table.gpus[int(gpu_code[i])], int(num_gpus[i]))
+            text[i] = f"{note}; {text[i]}" if text[i] else note
+    arch_code = np.asarray(table.arch)
+    for code, arch in enumerate(table.archs):
         words = "; ".join(getattr(arch, "approximations", ()) or ())
         if not words:
             continue
-        for i in np.flatnonzero(np.asarray(arch_code) == code).tolist():
+        for i in np.flatnonzero(arch_code == code).tolist():
             text[i] = f"{words}; {text[i]}" if text[i] else words
     return string_array(text)
 
@@ -151,7 +169,7 @@ def assumption_arrays(fp: Any, table: Any, intensities: NDArray[np.float64] | No
     else:
         intensity = arrow_array(np.asarray(intensities, dtype=np.float64))
     pue = repeated(float(fp.assumptions["pue"]["value"]), n)
-    return [regions, intensity, pue, notes_array(fp.notes, table.archs, table.arch)]
+    return [regions, intensity, pue, notes_array(fp, table)]
 
 
 def row_grid(source: Any, batch: Any, first_line: int, assume: dict[str, Any]) -> tuple[NDArray[np.float64] | None, Any]:

@@ -45,6 +45,8 @@ class Footprint:
     energy_high_j: NDArray[np.float64] | None = None
     levels: tuple[float, float] = (0.1, 0.9)  # nominal quantiles of the interval
     server: ServerParts | None = None  # server-scope figures, when the assumptions name a scope
+    memory_bytes: NDArray[np.float64] | None = None  # [n, 2] weights and KV cache per GPU (bytes), when known
+    fits_in_memory: NDArray[np.bool_] | None = None  # whether they fit each GPU's memory, when known
 
     @property
     def scope(self) -> str | None:
@@ -147,7 +149,8 @@ def footprint_from(phases: PhasePrediction, table: RequestTable, assumptions: di
     carbon_j, emb = scoped_carbon_inputs(scope, energy.sum(axis=1), emb, server)
     op = operational_g(carbon_j, assumptions["pue"]["value"], assumptions["grid"]["g_co2eq_per_kwh"])
     return Footprint(energy[:, 0], energy[:, 1], latency[:, 0], latency[:, 1], op, emb, assumptions, notes, extrapolated,
-                     phases.energy_low_j, phases.energy_high_j, tuple(phases.levels), server)
+                     phases.energy_low_j, phases.energy_high_j, tuple(phases.levels), server,
+                     phases.memory_bytes, phases.fits_in_memory)
 
 
 def predict_footprint(requests: Sequence[Item] | RequestTable, predictor: Any = None,

@@ -53,6 +53,9 @@ class PhasePrediction:
         prior_j: the physics prior (J) the network corrects.
         notes: per request, why it lies outside the training domain (empty when it does not).
         levels: nominal (low, high) quantile levels of the interval.
+        memory_bytes: ``[n, 2]`` weights and KV cache per GPU (bytes), from the analytic model;
+            ``None`` where the predictor does not say.
+        fits_in_memory: whether they fit each GPU's memory (``None``: not known).
     """
 
     energy_j: NDArray[np.float64]
@@ -62,6 +65,8 @@ class PhasePrediction:
     prior_j: NDArray[np.float64]
     notes: list[list[str]] = field(default_factory=list)
     levels: tuple[float, float] = (0.1, 0.9)
+    memory_bytes: NDArray[np.float64] | None = None
+    fits_in_memory: NDArray[np.bool_] | None = None
 
     @property
     def extrapolated(self) -> NDArray[np.bool_]:
@@ -285,7 +290,10 @@ class OutputHead:
         q_lo, q_hi = self.intervals.log_bounds(groups, np.fromiter(map(bool, notes), dtype=bool, count=len(notes)))
         low = np.minimum(energy * np.exp(q_lo), energy)
         high = np.maximum(energy * np.exp(q_hi), energy)
-        return PhasePrediction(energy, latency, low, high, np.where(empty, 0.0, prior), notes, self.intervals.levels)
+        memory = np.stack([np.asarray(totals.weight_bytes_per_gpu, dtype=np.float64).reshape(-1),
+                           np.asarray(totals.kv_cache_bytes_per_gpu, dtype=np.float64).reshape(-1)], axis=1)
+        return PhasePrediction(energy, latency, low, high, np.where(empty, 0.0, prior), notes, self.intervals.levels,
+                               memory, np.asarray(totals.fits_in_memory, dtype=bool).reshape(-1))
 
     def state_dict(self) -> dict[str, Any]:
         out = {"target": self.target.state_dict(), "physics": self.physics.state_dict(),

@@ -206,7 +206,13 @@ def concat_predictions(parts: Sequence[PhasePrediction]) -> PhasePrediction:
     """One prediction of the requests of ``parts``, in order."""
     arrays = {name: np.concatenate([getattr(q, name) for q in parts])
               for name in ("energy_j", "latency_s", "energy_low_j", "energy_high_j", "prior_j")}
-    return PhasePrediction(**arrays, notes=[note for q in parts for note in q.notes], levels=parts[0].levels)
+    memory_parts = [q.memory_bytes for q in parts if q.memory_bytes is not None]
+    fits_parts = [q.fits_in_memory for q in parts if q.fits_in_memory is not None]
+    known = len(memory_parts) == len(fits_parts) == len(parts)  # else the memory is not known for every request
+    memory = np.concatenate(memory_parts) if known else None
+    fits = np.concatenate(fits_parts) if known else None
+    return PhasePrediction(**arrays, notes=[note for q in parts for note in q.notes], levels=parts[0].levels,
+                           memory_bytes=memory, fits_in_memory=fits)
 
 
 @functools.lru_cache(maxsize=4)
