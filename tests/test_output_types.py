@@ -21,7 +21,8 @@ from tests.helpers import run_cli as run
 def _typed_log(tmp_path: Path) -> Path:
     frame = pd.DataFrame({"model": ["llama3.1-8b"] * 3, "gpu": ["h100"] * 3, "batch_size": [1, 2, 4],
                           "prompt_tokens": [100, 200, 300], "generated_tokens": [10, 20, 30],
-                          "ts": pd.to_datetime(["2023-11-16T01:00Z"] * 3), "flag": [True, False, None], "cost": [0.1, None, 0.3]})
+                          "ts": pd.to_datetime(["2023-11-16T01:00Z"] * 3), "flag": [True, False, None], "cost": [0.1, None, 0.3],
+                          "region": ["FR", None, "de"]})
     src = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), src)
     return src
@@ -47,7 +48,8 @@ def test_parquet_output_has_the_input_schema_plus_the_prediction_columns(tmp_pat
     back = pq.read_table(out)
     assert back.column("batch_size").to_pylist() == [1, 2, 4] and back.column("flag").to_pylist() == [True, False, None]
     assert back.column("cost").to_pylist()[1] is None
-    assert back.column("grid_region").to_pylist() == ["world"] * 3 and back.column("notes").to_pylist() == [""] * 3
+    assert back.column("region").to_pylist() == ["FR", None, "de"]  # the input's column, unchanged
+    assert back.column("grid_region").to_pylist() == ["fra", "world", "deu"] and back.column("notes").to_pylist() == [""] * 3
     # CSV stays text: the same rows written as CSV read back as the same values
     csv_out = tmp_path / "out.csv"
     assert run(["predict", "--requests", str(src), "--out", str(csv_out)], capsys)[0] == 0
@@ -56,7 +58,8 @@ def test_parquet_output_has_the_input_schema_plus_the_prediction_columns(tmp_pat
 
 
 def test_cluster_parts_have_the_input_schema_plus_the_prediction_columns(tmp_path: Path, capsys) -> None:
-    """The parts of a ``--cluster local`` run have the single-process output's schema and rows; a
+    """The parts of a ``--cluster local`` run have the single-process output's schema and rows (each
+    row's region resolved by the worker as by a single process); a
     folder of parts an earlier llmco2 wrote (its manifest lists no added columns) is refused with one
     line, not mixed."""
     pytest.importorskip("distributed")
