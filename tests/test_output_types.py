@@ -81,7 +81,7 @@ def test_cluster_parts_have_the_input_schema_plus_the_prediction_columns(tmp_pat
     parts[0].unlink()  # a part left to write: without the check the rerun would mix old and new parts
     code, _, err = run(argv, capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert "other output columns (an earlier llmco2 wrote them); delete the folder" in err
+    assert "other output columns (written by an earlier version); delete the folder" in err
     assert not list(out.glob("*.parquet"))
 
 

@@ -99,7 +99,7 @@ def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
         changed = sorted(set(before) ^ set(after)) or sorted(p for p in after if before.get(p) != after[p])
         return f"input files ({Path(changed[0]).name}{' and others' if len(changed) > 1 else ''} added, removed or changed)"
     for key, words in (("options", "options"), ("checkpoint", "checkpoint"), ("partition_rows", "--partition-rows"),
-                       ("chunk_rows", "chunk size"), ("columns", "output columns (an earlier llmco2 wrote them)"),
+                       ("chunk_rows", "chunk size"), ("columns", "output columns (written by an earlier version)"),
                        ("llmco2", "llmco2 version")):
         if old.get(key) != new.get(key):
             if key == "options":
