@@ -160,9 +160,11 @@ def _wait_for(path_found, proc: subprocess.Popen[str], seconds: float = 120) -> 
 
 def test_ctrl_c_during_training_keeps_the_last_epoch_and_the_printed_command_resumes(tmp_path: Path, shared_data,
                                                                                      caplog) -> None:
-    rows = tmp_path / "train_trace.csv"  # 300 CO2-Meter rows (the file has no header): the run is mostly torch starting
+    # 3,000 CO2-Meter rows (the file has no header): enough that 40 epochs outlast the interrupt sent
+    # after the first one on a fast, idle machine (with 300 rows the run could end before it arrived)
+    rows = tmp_path / "train_trace.csv"
     lines = (shared_data / "co2meter" / "train_trace.csv").read_text().splitlines(keepends=True)
-    rows.write_text("".join(random.Random(0).sample(lines, 300)))
+    rows.write_text("".join(random.Random(0).sample(lines, 3000)))
     run = tmp_path / "run"
     args = ["+experiment=quick", f"data.sources=[{{format: co2meter, path: '{rows}'}}]", "model.predictor.config.hidden=8",
             "trainer.batch_size=64", "trainer.max_epochs=40", "trainer.patience=1000", f"hydra.run.dir={run}"]
