@@ -145,9 +145,15 @@ def test_the_app_as_a_user_runs_it_refuses_a_run_folder_under_a_file(tmp_path: P
 
 
 # -- interrupts ---------------------------------------------------------------------------------------
+def _default_sigint() -> None:
+    """Give the child Ctrl-C's default action, as a terminal does: a test run started in the background
+    by a shell without job control inherits SIGINT ignored, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(module: str, args: list[str], cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=cwd, env=ENV, start_new_session=True)
+                            text=True, cwd=cwd, env=ENV, start_new_session=True, preexec_fn=_default_sigint)
 
 
 def _wait_for(path_found, proc: subprocess.Popen[str], seconds: float = 120) -> None:
