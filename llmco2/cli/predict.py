@@ -161,11 +161,15 @@ def _print_single(record: dict[str, Any], model: str, gpu: str, req: Any) -> Non
     where = grid["region"] or "user value"
     if "hour" in grid:  # --intensity-file
         where = f"{grid['region'] or grid['intensity_file']}, hour {grid['hour']}"
+        if grid.get("dataset"):  # a bundled published dataset: named, with the attribution its licence asks for
+            where += f", {grid['dataset']}"
     on = f" ({a['scope']['scope']} scope)" if "scope" in a else ""
     console.print(f"carbon{on}: operational {carbon['operational']:.4g} g + embodied {emb} = "
                   f"[bold]{carbon['total']:.4g} g CO2eq[/bold]")
     console.print(f"assumptions: engine {a['engine']['id']}, grid {grid['g_co2eq_per_kwh']:g} g/kWh ({where}), "
                   f"PUE {a['pue']['value']:g} ({a['pue'].get('id', 'user value')}), GPU lifetime {a['lifetime_years']:g} years")
+    if grid.get("attribution"):
+        console.print(f"grid data: {grid['attribution']}")
     for note in record["notes"]:
         console.print(f"[yellow]note:[/yellow] {note}")
 
