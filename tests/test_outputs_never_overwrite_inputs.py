@@ -57,6 +57,18 @@ def test_an_output_folder_holding_an_input_is_refused(folder: Path, capsys) -> N
     assert code == 2 and "holds the --intensity-file input" in err
 
 
+def test_a_bundled_dataset_named_as_the_intensity_file_is_an_input_too(folder: Path, capsys) -> None:
+    from llmco2.carbon.hourly_datasets import find_dataset
+
+    bundled = find_dataset("electricitymaps-2023")
+    assert bundled is not None
+    before = bundled.path().read_bytes()
+    code, _, err = run(["predict", "--requests", "ok.csv", "--intensity-file", "electricitymaps-2023", "--region", "FR",
+                        "--out", str(bundled.path())], capsys)
+    assert code == 2 and "it is the --intensity-file input" in err
+    assert bundled.path().read_bytes() == before
+
+
 def test_sigterm_during_sample_exits_143_and_leaves_no_file(tmp_path: Path, shared_data) -> None:
     out = tmp_path / "s.csv"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}

@@ -20,6 +20,7 @@ import argparse
 import logging
 import math
 
+from llmco2.carbon.hourly_datasets import find_dataset
 from llmco2.errors import InvalidInputError
 from llmco2.file_checks import check_input_file, check_not_an_input, check_output_path
 from llmco2.specs.limits import MAX_EXACT_INT
@@ -96,6 +97,8 @@ def check_outputs_are_not_inputs(args: argparse.Namespace) -> None:
             continue
         if os.path.exists(value):
             inputs[option_name(dest) if dest != "path" else "source"] = value
+        elif dest == "intensity_file" and (dataset := find_dataset(value)) is not None:
+            inputs[option_name(dest)] = str(dataset.path())  # a bundled dataset named instead of a path
     for dest in OUTPUT_OPTIONS:
         out = getattr(args, dest, None)
         if isinstance(out, str) and out:
