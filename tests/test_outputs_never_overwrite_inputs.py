@@ -82,3 +82,28 @@ def test_sigterm_during_sample_exits_143_and_leaves_no_file(tmp_path: Path, shar
     assert proc.returncode == 143, err
     assert err.decode().strip() == "llmco2: interrupted"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_api_refuses_an_output_that_is_a_file_job_input(folder: Path) -> None:
+    """``llmco2.predict_file`` refuses as the command line does: the checkpoint, the intensity file and
+    the bundled dataset named instead of one are inputs too (and so are the totals written beside)."""
+    import llmco2
+    from llmco2.api.options import Assumptions, FileJob, RequestOptions
+    from llmco2.carbon.hourly_datasets import find_dataset
+    from llmco2.errors import InvalidInputError
+
+    bundled = find_dataset("electricitymaps-2023")
+    assert bundled is not None
+    jobs = [(FileJob("ok.csv", "my.safetensors", options=RequestOptions(checkpoint="my.safetensors")), folder / "my.safetensors"),
+            (FileJob("ok.csv", "hours.csv", assumptions=Assumptions(intensity="hours.csv", region="FR")), folder / "hours.csv"),
+            (FileJob("ok.csv", str(bundled.path()), assumptions=Assumptions(intensity="electricitymaps-2023", region="FR")),
+             bundled.path())]
+    for job, victim in jobs:
+        before = victim.read_bytes()
+        with pytest.raises(InvalidInputError, match="input, which this command reads"):
+            llmco2.predict_file(job)
+        assert victim.read_bytes() == before
+    (folder / "out.csv.totals.json").write_bytes((folder / "hours.csv").read_bytes())  # an input where the totals go
+    with pytest.raises(InvalidInputError, match="it is the intensity input"):
+        llmco2.predict_file(FileJob("ok.csv", "out.csv", assumptions=Assumptions(intensity="out.csv.totals.json", region="FR")))
+    assert not (folder / "out.csv").exists()

@@ -38,7 +38,7 @@ from llmco2.api.chunks import (  # noqa: F401 - PREDICTION_COLUMNS and predictio
 )
 from llmco2.api.options import FileJob
 from llmco2.errors import Interrupted, InvalidInputError
-from llmco2.file_checks import check_input_file, check_output_path
+from llmco2.file_checks import check_input_file, check_not_an_input, check_output_path
 from llmco2.interrupts import terminate_as_interrupt
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,23 @@ def _ipc_to_parquet(partial: Path, fh: Any) -> None:
         writer.close()
 
 
+def read_inputs(job: FileJob) -> dict[str, str | Path]:
+    """The files besides the requests that a file job reads (parameter name -> path): its checkpoint
+    and its hourly intensity file, or the bundled dataset named instead of one."""
+    from llmco2.carbon.hourly_datasets import find_dataset
+
+    inputs: dict[str, str | Path] = {}
+    if isinstance(job.options.checkpoint, str) and Path(job.options.checkpoint).exists():
+        inputs["checkpoint"] = job.options.checkpoint
+    intensity = job.assumptions.intensity
+    if isinstance(intensity, str | Path):
+        if Path(intensity).exists():
+            inputs["intensity"] = intensity
+        elif (dataset := find_dataset(str(intensity))) is not None:
+            inputs["intensity"] = dataset.path()
+    return inputs
+
+
 def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
     import pyarrow.csv as pa_csv
 
@@ -146,6 +163,8 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
                                 f"{out.with_suffix('')} (or FILE.csv.gz for compressed CSV)", field="out")
     if out.resolve() == src.resolve():
         raise InvalidInputError(f"cannot write {out}: it is the --requests file; give another --out", field="out")
+    for written in (out, Path(f"{out}.totals.json"), Path(f"{out}.rejects.csv")):
+        check_not_an_input(written, read_inputs(job), "out")
     engine = get_engine(job.options.engine).id
     start = time.perf_counter()
     predictor = load_predictor(job.options.checkpoint)
