@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmco2.api.options import Assumptions, RequestOptions, generated_tokens_of, with_fields
+from llmco2.api.output_columns import memory_note
 from llmco2.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -120,10 +121,7 @@ def memory_notes(arch: ModelArch, req: Request, gpu: GPU) -> list[str]:
     t = model_totals(analyze_layer(arch, req, gpu, check_context=False))  # the context is checked by _request
     if bool(t.fits_in_memory[0]):
         return []
-    need = float(t.weight_bytes_per_gpu[0] + t.kv_cache_bytes_per_gpu[0])
-    return [f"does not fit: needs {need / 1e9:.1f} GB per GPU ({float(t.weight_bytes_per_gpu[0]) / 1e9:.1f} GB weights + "
-            f"{float(t.kv_cache_bytes_per_gpu[0]) / 1e9:.2f} GB cache), {gpu.memory_bytes / 1e9:.0f} GB available on each of "
-            f"{req.num_gpus} x {gpu.id}; the prediction assumes it ran"]
+    return [memory_note(float(t.weight_bytes_per_gpu[0]), float(t.kv_cache_bytes_per_gpu[0]), gpu, req.num_gpus)]
 
 
 def hourly_of(intensity: str | Path | Any | None, timestamp: Any, carbon_intensity: float | None,
