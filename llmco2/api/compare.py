@@ -2,11 +2,13 @@
 ranked by carbon per output token (``llmco2 compare``).
 
 A configuration is a GPU type, a GPU count and its split into tensor-parallel groups (``tp`` GPUs
-each) and data-parallel replicas (``dp = count / tp``). The load is shared evenly by the replicas
-(an open-loop rate split ``rate / dp``, a closed loop ``ceil(concurrency / dp)`` clients each), so
-one replica is simulated with the serving physics (:func:`llmco2.serving.api.serve`) and the
-server is ``dp`` of it. Each row holds g CO2eq per output token on the assumptions' scope (by
-default the whole server: GPUs, the host's share, power-supply losses), GPU J per output token
+each) and data-parallel replicas (``dp = count / tp``); for a mixture-of-experts model also the
+same split with expert parallelism across the replicas (``ep = count``,
+:mod:`llmco2.api.compare_options`). The load is shared evenly by the replicas (an open-loop rate
+split ``rate / dp``, a closed loop ``ceil(concurrency / dp)`` clients each), so one replica is
+simulated with the serving physics (:func:`llmco2.serving.api.serve`) and the server is ``dp`` of
+it; an expert-parallel server is simulated whole, at the whole load (:func:`serve_option`). Each
+row holds g CO2eq per output token on the assumptions' scope (by default the whole server: GPUs, the host's share, power-supply losses), GPU J per output token
 (with the physics' 10-90% interval) and the server's J per output token, GPU and wall power, TTFT and TPOT at the SLO percentile, whether the SLOs are met,
 whether the server keeps up (its queue does not grow), and whether the prediction extrapolates
 (a GPU, model family or engine the step-physics fit has not seen).
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from llmco2.api.compare_options import EP_MODES, GPU_COUNTS, ServerOption, check_ep_mode, gpu_ids, server_options
 from llmco2.api.options import Assumptions, RequestOptions, with_fields
 from llmco2.errors import InvalidInputError
 from llmco2.specs.limits import MAX_SIMULATED_REQUESTS
@@ -36,37 +39,20 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from llmco2.serving.api import ServingResult
-    from llmco2.specs import GPU, ModelArch
+    from llmco2.specs import ModelArch
+
+__all__ = ["DEFAULT_REQUESTS", "EP_MODES", "GPU_COUNTS", "Load", "ServerOption", "Slo", "compare", "gpu_ids", "option_row",
+           "rank", "serve_option", "server_options", "verdict"]
 
 log = logging.getLogger(__name__)
 
-#: GPU counts tried per type (each up to ``max_gpus``).
-GPU_COUNTS = (1, 2, 4, 8)
-#: Requests simulated per replica by default.
+#: Requests simulated per replica (per expert-parallel server) by default.
 DEFAULT_REQUESTS = 600
 #: A server keeps up when the median TTFT of its last quarter of arrivals is at most this many
 #: times that of its second quarter, plus :data:`QUEUE_SLACK_S` (an open-loop queue that grows
 #: makes the late requests wait ever longer).
 QUEUE_GROWTH = 2.0
 QUEUE_SLACK_S = 1.0
-
-
-@dataclass(frozen=True)
-class ServerOption:
-    """One server configuration: ``dp`` replicas of ``tp`` x ``gpu`` (``dp * tp`` GPUs in all)."""
-
-    gpu: GPU
-    tp: int
-    dp: int
-
-    @property
-    def num_gpus(self) -> int:
-        return self.tp * self.dp
-
-    @property
-    def label(self) -> str:
-        split = f" (tp {self.tp} x dp {self.dp})" if self.dp > 1 else ""
-        return f"{self.gpu.id} x{self.num_gpus}{split}"
 
 
 @dataclass(frozen=True)
@@ -114,51 +100,6 @@ class Slo:
     percentile: float = 90.0
 
 
-def gpu_ids(gpus: str | Sequence[str]) -> list[str]:
-    """``datacentre`` (the data-centre GPUs of the catalog), ``all`` (every GPU of the catalog) or
-    a list of ids (a comma-separated text or a sequence)."""
-    from llmco2.carbon.reports import COMPARE_GPUS
-    from llmco2.specs import get_gpu, gpu_catalog
-
-    if isinstance(gpus, str) and gpus.strip() in ("datacentre", "datacenter"):
-        return list(COMPARE_GPUS)
-    if isinstance(gpus, str) and gpus.strip() == "all":
-        return sorted(gpu_catalog())
-    names = [g.strip() for g in (gpus.split(",") if isinstance(gpus, str) else gpus) if g.strip()]
-    if not names:
-        raise InvalidInputError("is empty; give GPU ids, datacentre or all", field="gpus")
-    try:
-        return list(dict.fromkeys(get_gpu(n).id for n in names))
-    except InvalidInputError as exc:
-        raise InvalidInputError(str(exc.args[0]), field="gpus") from None
-
-
-def server_options(arch: ModelArch, gpus: Sequence[str], max_gpus: int, options: RequestOptions,
-                   longest_tokens: int) -> tuple[list[ServerOption], list[str]]:
-    """The configurations whose replicas hold the weights and at least one longest request in KV
-    cache; and one line per GPU type left out, saying why."""
-    from llmco2.serving.costs import memory_budget
-    from llmco2.specs import Request, get_gpu, validate_request
-
-    found: list[ServerOption] = []
-    left: list[str] = []
-    for gid in gpus:
-        gpu, fitting = get_gpu(gid), []
-        for tp in (n for n in GPU_COUNTS if n <= max_gpus):
-            req = Request(batch_size=1, prompt_tokens=1, generated_tokens=1, num_gpus=tp, tensor_parallel=tp,
-                          weight_dtype=options.dtype)
-            try:
-                validate_request(req, arch, gpu, check_context=False)
-                if memory_budget(arch, gpu, req)["kv_capacity_tokens"] >= longest_tokens:
-                    fitting.append(tp)
-            except InvalidInputError:
-                continue
-        if not fitting:
-            left.append(f"{gpu.id}: {arch.id} does not fit on up to {max_gpus} of them")
-        found += [ServerOption(gpu, tp, n // tp) for n in GPU_COUNTS if n <= max_gpus for tp in fitting if n % tp == 0]
-    return found, left
-
-
 def _quarter_growth(frame: pd.DataFrame) -> bool:
     """Whether the server keeps up: late arrivals wait no longer than early ones (see :data:`QUEUE_GROWTH`)."""
     ttft = frame.sort_values("arrival_s")["ttft_s"].to_numpy()
@@ -168,8 +109,23 @@ def _quarter_growth(frame: pd.DataFrame) -> bool:
     return float(np.median(ttft[-q:])) <= QUEUE_GROWTH * float(np.median(ttft[q:2 * q])) + QUEUE_SLACK_S
 
 
+def serve_option(arch: ModelArch, option: ServerOption, load: Load, options: RequestOptions,
+                 assumptions: Assumptions) -> ServingResult:
+    """Simulate what one option's row is computed from: one replica (``option.tp`` GPUs) at its
+    share of the load, or, with expert parallelism, the whole ``option.ep``-GPU server at the whole
+    load (:func:`llmco2.serving.api.serve` with ``tp`` and ``ep``)."""
+    from llmco2.serving.api import serve
+
+    ep = option.ep if option.ep > 1 else None
+    return serve(arch, option.gpu, load.per_replica(option.copies), num_gpus=option.simulated_gpus, tp=option.tp, ep=ep,
+                 engine=options.engine, dtype=options.dtype, region=assumptions.region,
+                 carbon_intensity=assumptions.carbon_intensity, pue=assumptions.pue_value(),
+                 lifetime_years=assumptions.lifetime_years, scope=assumptions.scope, platform=assumptions.platform)
+
+
 def option_row(option: ServerOption, result: ServingResult, load: Load, slo: Slo) -> dict[str, Any]:
-    """One row of the comparison from the simulated replica."""
+    """One row of the comparison from the simulated replica (or expert-parallel server): power is
+    the whole configuration's (W), the rest per output token or per request."""
     from llmco2.serving.physics_params import fit_has_seen
 
     s, frame = result.summary, result.requests
@@ -184,10 +140,11 @@ def option_row(option: ServerOption, result: ServingResult, load: Load, slo: Slo
     model = result.assumptions["server"]["model"]
     return {
         "gpu": option.gpu.id, "num_gpus": option.num_gpus, "tensor_parallel": option.tp, "replicas": option.dp,
+        "expert_parallel": option.ep,
         "g_per_output_token": g, "g_per_output_token_low": g * interval[0] / j, "g_per_output_token_high": g * interval[1] / j,
         "j_per_output_token": j, "j_per_output_token_low": interval[0], "j_per_output_token_high": interval[1],
-        "power_w": s["average_power_w"] * option.dp, "server_j_per_output_token": s.get("server_j_per_output_token"),
-        "server_power_w": s["server_average_power_w"] * option.dp if s.get("server_average_power_w") is not None else None,
+        "power_w": s["average_power_w"] * option.copies, "server_j_per_output_token": s.get("server_j_per_output_token"),
+        "server_power_w": s["server_average_power_w"] * option.copies if s.get("server_average_power_w") is not None else None,
         "scope": s.get("scope", "gpu"), "platform": s.get("platform"),
         "gpu_utilisation": s["gpu_utilisation"], "mean_batch": s["mean_batch"],
         f"ttft_p{slo.percentile:g}_s": ttft, f"tpot_p{slo.percentile:g}_s": tpot,
@@ -223,7 +180,7 @@ def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *,
             concurrency: int | None = None, background: str = "conv", prompt_tokens: int | None = None,
             generated_tokens: int | None = None, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
             slo_percentile: float = 90.0, max_gpus: int = 8, serving_requests: int = DEFAULT_REQUESTS, seed: int = 0,
-            options: RequestOptions | None = None, assumptions: Assumptions | None = None,
+            expert_parallel: str = "auto", options: RequestOptions | None = None, assumptions: Assumptions | None = None,
             progress: Callable[[int], None] | None = None, **fields: Any) -> pd.DataFrame:
     """Rank every server configuration of ``gpus`` that holds ``model`` at one load.
 
@@ -235,18 +192,23 @@ def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *,
             traces, or ``fixed`` with both lengths).
         slo_ttft_s, slo_tpot_s, slo_percentile: latency targets (s) at a percentile of requests.
         max_gpus: most GPUs per configuration (1, 2, 4, 8 are tried).
-        serving_requests, seed: requests simulated per replica, and the seed of lengths and arrivals.
+        serving_requests, seed: requests simulated per replica (per expert-parallel server), and the
+            seed of lengths and arrivals.
+        expert_parallel: ``auto`` (default): for a mixture-of-experts model, each split also with
+            expert parallelism across its replicas (``ep`` = the GPU count) where the layout is
+            valid; nothing more for a dense model. ``off``: no expert parallelism; ``only``: the
+            expert-parallel layouts alone (a dense model is refused).
         options, assumptions, fields: engine and precision; region, intensity, PUE, lifetime (as
             for :func:`llmco2.predict`). The default precision is bf16.
         progress: called with 1 after each configuration.
 
     Returns:
-        One row per configuration, best first (the columns of ``llmco2 compare --json``);
+        One row per configuration, best first (the columns of ``llmco2 compare --json``;
+        ``expert_parallel`` is 1 on rows without expert parallelism);
         ``table.attrs`` holds ``verdict``, ``left_out`` and ``assumptions``.
     """
     import pandas as pd
 
-    from llmco2.serving.api import serve
     from llmco2.specs import get_model
 
     opts, assume = with_fields(options or RequestOptions(dtype="bf16"), assumptions, fields)
@@ -258,17 +220,15 @@ def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *,
     if not 0 < slo_percentile < 100:
         raise InvalidInputError(f"must be between 0 and 100, got {slo_percentile}", field="slo_percentile")
     arch = get_model(model, approximate=opts.approximate)
+    check_ep_mode(expert_parallel, arch)
     probe = load.per_replica(1)
     longest = int((probe.prompt_tokens + probe.output_tokens).max())
-    found, left = server_options(arch, gpu_ids(gpus), max_gpus, opts, longest)
+    found, left = server_options(arch, gpu_ids(gpus), max_gpus, opts, longest, expert_parallel)
     if not found:
         raise InvalidInputError(f"{arch.id} fits no configuration of up to {max_gpus} GPUs of {gpus}", field="gpus")
     rows, last = [], None
     for option in found:
-        last = serve(arch, option.gpu, load.per_replica(option.dp), num_gpus=option.tp, tp=option.tp, engine=opts.engine,
-                     dtype=opts.dtype, region=assume.region, carbon_intensity=assume.carbon_intensity,
-                     pue=assume.pue_value(), lifetime_years=assume.lifetime_years, scope=assume.scope,
-                     platform=assume.platform)
+        last = serve_option(arch, option, load, opts, assume)
         rows.append(option_row(option, last, load, Slo(slo_ttft_s, slo_tpot_s, slo_percentile)))
         if progress is not None:
             progress(1)

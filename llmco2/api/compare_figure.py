@@ -1,6 +1,7 @@
 """The figure of ``llmco2 compare``: each configuration on the plane of carbon per output token
 against TPOT at the SLO percentile, with its 10-90% interval, the SLO line and the Pareto front
-(configurations no other beats on both carbon and TPOT). Needs the ``plots`` extra."""
+(configurations no other beats on both carbon and TPOT). Expert-parallel configurations of a
+mixture-of-experts model are ringed (the best of them labelled). Needs the ``plots`` extra."""
 
 from __future__ import annotations
 
@@ -45,9 +46,17 @@ def plot_comparison(table: pd.DataFrame, out: Path, title: str, slo_tpot_s: floa
     if front.any():
         idx = np.argsort(x[front])
         ax.plot(x[front][idx], g[front][idx], "-", color="tab:green", label="Pareto front")
-    for xi, gi, label, best in zip(x, g, table["label"], table["rank"] == 1, strict=True):
+    ep = table["expert_parallel"].to_numpy() > 1 if "expert_parallel" in table else np.zeros(len(table), dtype=bool)
+    if ep.any():
+        ax.scatter(x[ep], g[ep], marker="D", s=70, facecolors="none", edgecolors="tab:purple", zorder=3,
+                   label="expert parallel (ep = GPUs)")
+    first_ep = int(np.argmax(ep)) if ep.any() else -1  # the best-ranked expert-parallel option
+    for i, (xi, gi, label, best) in enumerate(zip(x, g, table["label"], table["rank"] == 1, strict=True)):
         if best:
             ax.annotate(f"best: {label}", (xi, gi), xytext=(6, -12), textcoords="offset points", fontsize=8)
+        elif i == first_ep:
+            ax.annotate(f"best with ep: {label}", (xi, gi), xytext=(6, 8), textcoords="offset points", fontsize=8,
+                        color="tab:purple")
     if slo_tpot_s is not None:
         ax.axvline(slo_tpot_s * 1e3, color="tab:red", linestyle="--", label=f"TPOT target {slo_tpot_s * 1e3:g} ms")
     ax.set_xscale("log")

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from llmco2.api.compare import DEFAULT_REQUESTS
+from llmco2.api.compare import DEFAULT_REQUESTS, EP_MODES
 from llmco2.api.server import BACKGROUNDS
 from llmco2.cli.common import print_json
 from llmco2.errors import InvalidInputError
@@ -15,6 +15,9 @@ from llmco2.file_checks import check_output_path
 
 #: Rows the table shows (``--json`` has every configuration).
 SHOWN = 15
+#: Longest configuration label the table shows in 120 columns; longer ones (expert-parallel splits,
+#: long GPU ids) widen the table so that no column is cut short.
+LABEL_WIDTH = 26
 
 
 def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
@@ -24,6 +27,10 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     p.add_argument("--gpus", default="datacentre", metavar="LIST|datacentre|all",
                    help="GPU types to try: comma-separated ids, datacentre (default) or all")
     p.add_argument("--max-gpus", type=int, default=8, metavar="N", help="most GPUs per configuration (1, 2, 4, 8 tried; default 8)")
+    p.add_argument("--ep", default="auto", choices=EP_MODES, dest="expert_parallel",
+                   help="expert parallelism of a mixture-of-experts model: auto (default) also tries each split with "
+                        "the experts spread over all its GPUs (ep = GPUs; vLLM's --enable-expert-parallel), "
+                        "off never, only nothing else (a dense model is refused)")
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--rate", type=float, metavar="R", help="open loop: Poisson arrivals, R requests per second")
     load.add_argument("--concurrency", type=int, metavar="N", help="closed loop: N requests in the server at once")
@@ -35,7 +42,7 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     p.add_argument("--slo-tpot", type=float, default=None, metavar="S", help="time-per-output-token target (s)")
     p.add_argument("--slo-percentile", type=float, default=90.0, metavar="P", help="percentile the targets apply at (default 90)")
     p.add_argument("--serving-requests", type=int, default=DEFAULT_REQUESTS, metavar="N",
-                   help=f"requests simulated per replica (default {DEFAULT_REQUESTS})")
+                   help=f"requests simulated per replica or expert-parallel server (default {DEFAULT_REQUESTS})")
     p.add_argument("--seed", type=int, default=0, help="seed of the request lengths and arrivals")
     p.add_argument("--engine", default="vllm", help="serving engine id (default vllm)")
     p.add_argument("--dtype", default="bf16", help="weight dtype (default bf16)")
@@ -61,7 +68,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     table = compare(args.model, args.gpus, rate=args.rate, concurrency=args.concurrency, background=args.background,
                     prompt_tokens=args.prompt_tokens, generated_tokens=args.gen_tokens, slo_ttft_s=args.slo_ttft,
                     slo_tpot_s=args.slo_tpot, slo_percentile=args.slo_percentile, max_gpus=args.max_gpus,
-                    serving_requests=args.serving_requests, seed=args.seed,
+                    serving_requests=args.serving_requests, seed=args.seed, expert_parallel=args.expert_parallel,
                     options=RequestOptions(engine=args.engine, dtype=args.dtype),
                     assumptions=Assumptions(region=args.region, carbon_intensity=args.carbon_intensity, pue=args.pue,
                                             lifetime_years=args.lifetime_years, scope=args.scope, platform=args.platform))
@@ -110,7 +117,8 @@ def _print(table: Any, args: argparse.Namespace) -> None:
                   f"{1e3 * r['g_per_output_token_low']:.2g}-{1e3 * r['g_per_output_token_high']:.2g}",
                   f"{r['j_per_output_token']:.3g}", f"{(r['server_power_w'] or r['power_w']) / 1e3:.3g}", f"{r[ttft]:.3g} s", f"{1e3 * r[tpot]:.3g} ms",
                   flags)
-    console = Console(width=max(Console().width, 120))
+    longest = max((len(label) for label in table["label"].head(SHOWN)), default=0)
+    console = Console(width=max(Console().width, 120 + max(0, longest - LABEL_WIDTH)))
     console.print(t)
     if len(table) > SHOWN:
         console.print(f"... {len(table) - SHOWN} more (--json lists every configuration)")

@@ -58,7 +58,12 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     sv.add_argument("--no-calibration", action="store_true", help="with --checkpoint (a learned cost model): skip the shipped correction fitted for the default checkpoint")
     add_scope_arguments(tr)
     _carbon_args(tr)
-    cmp_ = rsub.add_parser("compare", help="which GPU type and count emits least for a request")
+    cmp_ = rsub.add_parser("compare", help="which GPU type and count emits least for one request in isolation (the "
+                                           "older comparison; llmco2 compare ranks configurations under a load)",
+                           description="Rank GPU types and counts by carbon per request for one request in isolation. "
+                                       "This is the older spelling of the comparison: llmco2 compare ranks server "
+                                       "configurations (GPU type, count, tensor/data/expert parallelism) for a model "
+                                       "under a load, with latency targets.")
     cmp_.add_argument("--model", required=True)
     cmp_.add_argument("--batch-size", type=int, required=True)
     cmp_.add_argument("--prompt-tokens", type=int, required=True)
