@@ -34,7 +34,7 @@ def check_input_file(path: str | Path, field: str) -> Path:
     return p
 
 
-def check_output_path(path: str | Path, field: str = "--out", suffixes: tuple[str, ...] = ()) -> Path:
+def check_output_path(path: str | Path, field: str = "out", suffixes: tuple[str, ...] = ()) -> Path:
     """``path`` if a file can be written there (checked by creating and removing a temporary file
     in its folder); else ``cannot write PATH: reason``. ``suffixes``: the accepted file types."""
     p = Path(path)
@@ -64,7 +64,7 @@ def check_output_path(path: str | Path, field: str = "--out", suffixes: tuple[st
     return p
 
 
-def check_output_folder(path: str | Path, field: str = "--out") -> Path:
+def check_output_folder(path: str | Path, field: str = "out") -> Path:
     """``path`` if files can be written in it (it is created later when missing); else
     ``cannot write PATH: reason``."""
     p = Path(path)
@@ -99,14 +99,23 @@ def same_path(a: str | Path, b: str | Path) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def check_not_an_input(out: str | Path, inputs: dict[str, str | Path], field: str = "--out") -> None:
-    """Refuse an output that would overwrite one of the command's inputs (``inputs``: option name ->
-    path that exists): the same file, a folder that holds an input file, or an input folder itself."""
+def check_not_an_input(out: str | Path, inputs: dict[str, str | Path], field: str = "out") -> None:
+    """Refuse an output that would overwrite one of the command's inputs (``inputs``: parameter or
+    option name -> path that exists): the same file, a folder that holds an input file, or an input
+    folder itself. A parameter name is written between backticks (the command line shows its flag)."""
     o = Path(out)
+    given = mention(field)
     for name, path in inputs.items():
         p = Path(path)
         if same_path(o, p):
-            raise InvalidInputError(f"cannot write {o}: it is the {name} input, which this command reads; give another "
-                                    f"{field}", field=field)
+            raise InvalidInputError(f"cannot write {o}: it is the {mention(name)} input, which this command reads; give "
+                                    f"another {given}", field=field)
         if o.is_dir() and p.is_file() and os.path.realpath(p).startswith(os.path.realpath(o) + os.sep):
-            raise InvalidInputError(f"cannot write in {o}: it holds the {name} input {p}; give another {field}", field=field)
+            raise InvalidInputError(f"cannot write in {o}: it holds the {mention(name)} input {p}; give another {given}",
+                                    field=field)
+
+
+def mention(name: str) -> str:
+    """How a message names a parameter: ``out`` between backticks (the command line prints its
+    flag); a name already written as an option (``--out``, ``source``'s flag) as it is."""
+    return f"`{name}`" if name.isidentifier() else name

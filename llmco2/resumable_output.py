@@ -66,7 +66,7 @@ def _lock(fd: int, out: Path) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
-        raise InvalidInputError(f"another llmco2 run is writing {out}; wait for it or give another --out", field="out") from None
+        raise InvalidInputError(f"another llmco2 run is writing {out}; wait for it or give another `out`", field="out") from None
 
 
 class ResumableOutput:

@@ -104,6 +104,6 @@ def test_the_api_refuses_an_output_that_is_a_file_job_input(folder: Path) -> Non
             llmco2.predict_file(job)
         assert victim.read_bytes() == before
     (folder / "out.csv.totals.json").write_bytes((folder / "hours.csv").read_bytes())  # an input where the totals go
-    with pytest.raises(InvalidInputError, match="it is the intensity input"):
+    with pytest.raises(InvalidInputError, match="it is the `intensity` input"):
         llmco2.predict_file(FileJob("ok.csv", "out.csv", assumptions=Assumptions(intensity="out.csv.totals.json", region="FR")))
     assert not (folder / "out.csv").exists()

@@ -238,11 +238,11 @@ def test_device_is_recognised_from_the_meter(configs: Path, tmp_path: Path) -> N
     summary = run_sweep(options(configs, tmp_path / "a.csv", device=None), meter=NamedMeter(), runner=runner)
     assert summary["device"] == "a100-80gb" and runner.calls == [("llama3.1-8b", 1, 4)] and summary["other_gpu"] == 4
     assert detect_device(["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"]) == "h100-sxm"
-    with pytest.raises(InvalidInputError, match="--device"):
+    with pytest.raises(InvalidInputError, match="catalog id as `device`"):
         detect_device(["NVIDIA Quadro 9000"])
     with pytest.raises(InvalidInputError, match="different kinds"):
         detect_device(["NVIDIA H100 80GB HBM3", "Tesla T4"])
-    with pytest.raises(InvalidInputError, match="--device"):
+    with pytest.raises(InvalidInputError, match="catalog id as `device`"):
         run_sweep(options(configs, tmp_path / "b.csv", device=None), meter=FakeMeter(), runner=SpyRunner())
 
 

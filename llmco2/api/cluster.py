@@ -39,8 +39,6 @@ CONNECT_TIMEOUT_S = 5.0
 SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
 _GLOB = re.compile(r"[*?\[]")
 _LOCK_NAME = ".llmco2.lock"
-#: How the messages name the cluster options (the command line's words).
-FLAG_WORDS = {"workers": "--workers", "partition_rows": "--partition-rows"}
 
 
 def names_many_files(requests: str) -> bool:
@@ -71,22 +69,22 @@ def check_cluster_options(job: FileJob) -> None:
     if cluster is None:
         given = [f for f, v in (("workers", workers), ("partition_rows", partition_rows)) if v is not None]
         if given:
-            raise InvalidInputError(f"{', '.join(FLAG_WORDS[g] for g in given)} only apply with --cluster local|ADDRESS",
-                                    field=given[0])
+            raise InvalidInputError(f"{', '.join(f'`{g}`' for g in given)} only apply with `cluster` (local or a scheduler "
+                                    "address)", field=given[0])
         if names_many_files(job.requests):
             what = "is a directory" if Path(job.requests).is_dir() else "is a glob"
-            raise InvalidInputError(f"{job.requests!r} {what}; give one file, or predict many with --cluster local (or "
-                                    "a scheduler address) and --out FOLDER", field="requests")
+            raise InvalidInputError(f"{job.requests!r} {what}; give one file, or predict many with `cluster='local'` (or "
+                                    "a scheduler address) and `out` a folder", field="requests")
         return
     if job.on_error != "raise":
-        raise InvalidInputError("rows are left out (--on-error skip) by single-process runs only: run predict --requests "
-                                "FILE --on-error skip per file", field="on_error")
+        raise InvalidInputError("rows are left out (`on_error='skip'`) by single-process runs only: predict each file "
+                                "with `on_error='skip'` and no `cluster`", field="on_error")
     if job.assumptions.intensity is not None:
-        raise InvalidInputError("hourly intensities are applied by single-process runs only: run predict --requests FILE "
-                                "--intensity-file CSV per file, or drop --intensity-file to use --region's annual average",
+        raise InvalidInputError("hourly intensities are applied by single-process runs only: predict each file with "
+                                "`intensity` and no `cluster`, or drop `intensity` to use the annual average of `region`",
                                 field="intensity")
     if workers is not None and cluster != "local":
-        raise InvalidInputError("only applies with --cluster local (a running cluster has its own workers)", field="workers")
+        raise InvalidInputError("only applies with `cluster='local'` (a running cluster has its own workers)", field="workers")
     if workers is not None and not 1 <= workers <= 1024:
         raise InvalidInputError(f"must be from 1 to 1,024, got {workers}", field="workers")
     if workers is not None:
@@ -104,12 +102,12 @@ def check_cluster_options(job: FileJob) -> None:
             raise InvalidInputError(f"must be a multiple of {CHUNK_ROWS:,} (the chunk size, so that a part holds the "
                                     f"chunks of a single-process run), got {n:,}", field="partition_rows")
     if not job.out:
-        raise InvalidInputError("--cluster needs --out FOLDER for the Parquet parts", field="out")
+        raise InvalidInputError("`cluster` needs `out` FOLDER for the Parquet parts", field="out")
     out = Path(job.out)
     if out.exists() and not out.is_dir():
-        raise InvalidInputError(f"cannot write parts in {out}: it is a file; with --cluster give a folder", field="out")
+        raise InvalidInputError(f"cannot write parts in {out}: it is a file; with `cluster` give a folder", field="out")
     if not out.exists() and out.suffix.lower() in (".csv", ".gz", ".parquet", ".pq"):
-        raise InvalidInputError(f"with --cluster, --out is a folder of Parquet parts, not a {out.suffix} file; give a "
+        raise InvalidInputError(f"with `cluster`, `out` is a folder of Parquet parts, not a {out.suffix} file; give a "
                                 f"folder name such as {out.with_name(out.name.split('.')[0] or 'parts')}", field="out")
 
 
@@ -141,7 +139,7 @@ def _out_folder(spec: str, files: list[Path]) -> Path:
 
     out = check_output_folder(spec)
     if any(f.resolve().parent == out.resolve() for f in files):
-        raise InvalidInputError(f"{out} holds --requests files; give another folder for the parts", field="out")
+        raise InvalidInputError(f"{out} holds `requests` files; give another folder for the parts", field="out")
     return out
 
 
@@ -158,7 +156,7 @@ def _locked(out: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise InvalidInputError(f"another llmco2 run is writing {out}; wait for it or give another --out",
+            raise InvalidInputError(f"another llmco2 run is writing {out}; wait for it or give another `out`",
                                     field="out") from None
         yield
     finally:

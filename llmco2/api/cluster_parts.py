@@ -98,13 +98,13 @@ def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
         after = {i["path"]: i for i in new.get("inputs", [])}
         changed = sorted(set(before) ^ set(after)) or sorted(p for p in after if before.get(p) != after[p])
         return f"input files ({Path(changed[0]).name}{' and others' if len(changed) > 1 else ''} added, removed or changed)"
-    for key, words in (("options", "options"), ("checkpoint", "checkpoint"), ("partition_rows", "--partition-rows"),
+    for key, words in (("options", "options"), ("checkpoint", "checkpoint"), ("partition_rows", "`partition_rows`"),
                        ("chunk_rows", "chunk size"), ("columns", "output columns (written by an earlier version)"),
                        ("llmco2", "llmco2 version")):
         if old.get(key) != new.get(key):
             if key == "options":
                 keys = sorted(k for k in set(old[key]) | set(new[key]) if old[key].get(k) != new[key].get(k))
-                return "options (" + ", ".join("--" + k.replace("_", "-") for k in keys) + ")"
+                return "options (" + ", ".join(f"`{k}`" for k in keys) + ")"
             return words
     return "settings"
 
@@ -122,10 +122,10 @@ def check_manifest(out: Path, fp: dict[str, Any]) -> bool:
                 raise ValueError("version")
         except (OSError, ValueError, KeyError, TypeError):
             raise InvalidInputError(f"cannot read {path} (not a manifest this version wrote); delete {out} or give another "
-                                    "--out", field="out") from None
+                                    "`out`", field="out") from None
         if old != fp:
             raise InvalidInputError(f"{out} holds the parts of a run with other {_difference(old, fp)}; delete the folder "
-                                    "or give another --out (parts are reused only for the same input and options)",
+                                    "or give another `out` (parts are reused only for the same input and options)",
                                     field="out")
         return True
     others = [p.name for p in out.iterdir() if not p.name.startswith(".")] if out.exists() else []

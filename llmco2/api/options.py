@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -34,6 +35,9 @@ def parse_pue(value: float | str | None) -> float | str | None:
     ``None`` when not given."""
     if value is None or isinstance(value, (int, float)):
         return value
+    if not isinstance(value, str):
+        raise InvalidInputError(f"must be a number (at least 1) or the name of a default, got {type(value).__name__}",
+                                field="pue")
     try:
         return float(value)
     except ValueError:
@@ -92,6 +96,9 @@ class RequestOptions:
         check_flags(flash_attention=self.flash_attention, causal=self.causal, ignore_context=self.ignore_context,
                     approximate=self.approximate)
         check_texts(engine=self.engine, dtype=self.dtype, checkpoint=self.checkpoint, quantisation=self.quantisation)
+        if self.checkpoint is not None and not isinstance(self.checkpoint, (str, os.PathLike)):
+            raise InvalidInputError(f"must be the path of a checkpoint file, got {type(self.checkpoint).__name__}",
+                                    field="checkpoint")
         if self.quantisation is not None:
             canonical_quantisation(self.quantisation)  # an unknown method is refused here, naming the field
 

@@ -90,7 +90,7 @@ class ServerLoad:
 def check_load(request: ServedRequest, load: ServerLoad) -> None:
     """The load and request a served prediction needs (one line naming the parameter when not)."""
     if (load.concurrency is None) == (load.rate is None):
-        raise InvalidInputError("give exactly one load for --serving: --concurrency N or --rate R", field="serving")
+        raise InvalidInputError("give exactly one load: `concurrency=N` or `rate=R`", field="serving")
     if load.concurrency is not None and load.concurrency < 1:
         raise InvalidInputError(f"must be >= 1, got {load.concurrency}", field="concurrency")
     if load.rate is not None and not (math.isfinite(load.rate) and load.rate > 0):

@@ -130,10 +130,10 @@ def hourly_of(intensity: str | Path | Any | None, timestamp: Any, carbon_intensi
     checks of the options that go with it."""
     if intensity is None:
         if timestamp is not None:
-            raise InvalidInputError("only applies with --intensity-file CSV (hourly grid intensity)", field="timestamp")
+            raise InvalidInputError("only applies with `intensity` (an hourly grid intensity file)", field="timestamp")
         return None
     if carbon_intensity is not None:
-        raise InvalidInputError("give either --intensity-file or --carbon-intensity, not both", field="intensity")
+        raise InvalidInputError("give either `intensity` or `carbon_intensity`, not both", field="intensity")
     from llmco2.carbon.hourly import HourlyIntensity, load_intensity
 
     return intensity if isinstance(intensity, HourlyIntensity) else load_intensity(intensity, basis)
@@ -155,7 +155,7 @@ def single_prediction(model: str | ModelArch, gpu: str | GPU, *, batch_size: int
     timestamp, region = assume_in.timestamp, assume_in.region
     hourly = hourly_of(assume_in.intensity, timestamp, assume_in.carbon_intensity)
     if hourly is not None and timestamp is None:
-        raise InvalidInputError("--intensity-file needs the request's time: --timestamp ISO-8601 (UTC, e.g. "
+        raise InvalidInputError("`intensity` needs the request's time: `timestamp`, ISO 8601 (UTC, e.g. "
                                 "2024-03-01T14:00:00Z)", field="timestamp")
     assume = resolve_assumptions([dev], **assume_in.annual(), engine=req.engine)
     fp = predict_footprint([(arch, req, dev)], load_predictor(opts.checkpoint), assumptions=assume)
@@ -177,8 +177,12 @@ def _single_hour(fp: Any, hourly: HourlyIntensity, timestamp: Any, region: str |
     from llmco2.carbon.hourly import lookup, with_hourly_carbon
     from llmco2.carbon.timestamps import hour_text, hours_of, parse_seconds
 
-    seconds = parse_seconds([timestamp], where="--timestamp")
-    values, outside = lookup(hourly, [timestamp], [region], region, where="--timestamp")
+    try:
+        seconds = parse_seconds([timestamp])
+    except InvalidInputError:
+        raise InvalidInputError(f"{str(timestamp)!r} is not an ISO 8601 time (e.g. 2024-03-01T14:00:00Z; without a zone "
+                                "offset it is read as UTC)", field="timestamp") from None
+    values, outside = lookup(hourly, [timestamp], [region], region)
     hour = int(hours_of(seconds)[0])
     if outside[0]:
         of = f" of region {region}" if len(hourly.regions) > 1 else ""

@@ -31,9 +31,9 @@ def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_in
     industry average.
     """
     if region_id is not None and carbon_intensity is not None:
-        raise InvalidInputError("give either --region or --carbon-intensity, not both", field="region")
+        raise InvalidInputError("give either `region` or `carbon_intensity`, not both", field="region")
     if carbon_intensity is not None:
-        intensity = check_float(carbon_intensity, "--carbon-intensity", 0.0, MAX_INTENSITY, " g CO2eq/kWh")
+        intensity = check_float(carbon_intensity, "carbon_intensity", 0.0, MAX_INTENSITY, " g CO2eq/kWh")
         grid = {"g_co2eq_per_kwh": intensity, "region": None, "source": "given by the user"}
     else:
         r = region(region_id)
@@ -41,17 +41,17 @@ def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_in
     if isinstance(pue_value, (int, float)):
         if math.isfinite(pue_value) and pue_value < 1.0:
             raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {pue_value}", field="pue")
-        p = {"value": check_float(pue_value, "--pue", 1.0, MAX_PUE), "source": "given by the user"}
+        p = {"value": check_float(pue_value, "pue", 1.0, MAX_PUE), "source": "given by the user"}
     else:
         default = "edge_device" if gpus and all(g.form_factor in EDGE_FORM_FACTORS for g in gpus) else None
         row = pue(pue_value or default)
         p = {"value": row.value, "id": row.id, "source": row.source}
     if p["value"] < 1.0:
         raise InvalidInputError(f"PUE is facility over IT energy and cannot be below 1, got {p['value']}", field="pue")
-    years = default_lifetime_years() if lifetime_years is None else float(lifetime_years)
-    if math.isfinite(years) and years <= 0:
-        raise InvalidInputError(f"must be positive, got {years}", field="lifetime_years")
-    years = check_float(years, "--lifetime-years", MIN_LIFETIME_YEARS, MAX_LIFETIME_YEARS, " years")
+    years = default_lifetime_years() if lifetime_years is None else lifetime_years
+    if isinstance(years, (int, float)) and not isinstance(years, bool) and math.isfinite(years) and years <= 0:
+        raise InvalidInputError(f"must be positive, got {float(years)}", field="lifetime_years")
+    years = check_float(years, "lifetime_years", MIN_LIFETIME_YEARS, MAX_LIFETIME_YEARS, " years")
     out: dict[str, Any] = {"grid": grid, "pue": p, "lifetime_years": years}
     if engine is not None:
         e = get_engine(engine)
@@ -59,5 +59,5 @@ def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_in
     if scope is not None:
         out["scope"] = scope_entry(scope, platform)
     elif platform is not None:
-        raise InvalidInputError("applies with a scope (--scope server or gpu)", field="platform")
+        raise InvalidInputError("applies with a scope (`scope='server'` or `scope='gpu'`)", field="platform")
     return out

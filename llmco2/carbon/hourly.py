@@ -189,6 +189,9 @@ def _rows_of_frame(frame: Any) -> tuple[list[str], list[list[Any]]]:
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
+        if not callable(getattr(frame, "to_pandas", None)):
+            raise InvalidInputError(f"must be a CSV path, a bundled dataset name, a pandas DataFrame or a pyarrow Table, "
+                                    f"got {type(frame).__name__}", field="intensity")
         frame = frame.to_pandas()  # a pyarrow Table
     return [str(c) for c in frame.columns], frame.astype(object).where(frame.notna(), "").values.tolist()
 
@@ -346,7 +349,7 @@ def _region_codes(intensity: HourlyIntensity, regions: Any, default_region: str 
                 prefix = _prefix(i, n, lines, where)
                 if not text:
                     raise InvalidInputError(f"{prefix}no region: {intensity.source} has regions {listed}; give each "
-                                            "request's region (a region column or --region)", field="intensity")
+                                            "request's region (a region column or `region`)", field="intensity")
                 raise InvalidInputError(f"{prefix}region {text!r} is not in {intensity.source} (its regions: {listed})",
                                         field="intensity")
             cache[text] = index

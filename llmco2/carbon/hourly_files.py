@@ -127,7 +127,7 @@ def request_file_hours(requests: str | Path, intensity_file: str | Path, region:
     except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowInvalid):
         header = []  # reported by the request reader, with its reason
     if "timestamp" not in header:
-        raise InvalidInputError(f"{path} has no timestamp column; --intensity-file needs each request's time "
+        raise InvalidInputError(f"{path} has no timestamp column; `intensity` needs each request's time "
                                 "(ISO 8601, UTC) in a timestamp column", field="intensity")
     names = ["timestamp", *(["region"] if "region" in header else [])]
     where = str(path)

@@ -1,9 +1,19 @@
 """How the command line names the library's parameters: errors raised by the use cases name the
-API parameter (``field="intensity"``); the command prints the flag the user typed
-(``--intensity-file``). One table, here; a field that is not in it is printed as it is (a column
-or a config key, such as ``num_heads``)."""
+API parameter (``field="intensity"``), and their text names other parameters between backticks
+(``give either `intensity` or `carbon_intensity`, not both``; with a value: ``use `gpus=1```).
+The command prints the flag the user typed (``--intensity-file``, ``--gpus 1``). One table, here;
+a field that is not in it is printed as it is (a column or a config key, such as ``num_heads``).
+
+Example:
+    >>> command_line_text("give either `intensity` or `carbon_intensity`, not both")
+    'give either --intensity-file or --carbon-intensity, not both'
+    >>> command_line_text("use `gpus=1`, or pass `approximate=True`; `on_error='skip'`")
+    'use --gpus 1, or pass --approximate; --on-error skip'
+"""
 
 from __future__ import annotations
+
+import re
 
 from llmco2.errors import InvalidInputError
 
@@ -20,7 +30,14 @@ FLAGS: dict[str, str] = {
     "slo_ttft_s": "--slo-ttft", "slo_tpot_s": "--slo-tpot", "slo_percentile": "--slo-percentile", "max_gpus": "--max-gpus",
     "max_batch": "--max-batch", "max_batched_tokens": "--max-batched-tokens", "seed": "--seed",
     "dp": "--dp", "ep": "--ep", "expert_parallel": "--ep", "on_error": "--on-error", "data": "--data", "data_format": "--format", "scope": "--scope", "platform": "--platform",
+    "approximate": "--approximate", "ignore_context": "--ignore-context", "act_dtype": "--act-dtype", "kv_dtype": "--kv-dtype",
+    "tp": "--tp", "model_path": "--model-path", "device": "--device", "no_calibration": "--no-calibration",
+    "causal": "--causal", "flash_attention": "--flash-attention", "chunked_prefill": "--chunked-prefill",
+    "dry_run": "--dry-run",
 }
+
+#: A parameter named in a message's text: `name` or `name=value`.
+_MENTION = re.compile(r"(?<!`)`([a-z][a-z0-9_]*)(?:=([^`]*))?`(?!`)")
 
 
 def flag_of(field: str | None) -> str | None:
@@ -28,7 +45,24 @@ def flag_of(field: str | None) -> str | None:
     return FLAGS.get(field, field) if field else field
 
 
+def command_line_text(text: str) -> str:
+    """``text`` with each parameter it names between backticks written as the command line's flag:
+    `name` -> ``--flag``, `name=True` -> ``--flag`` (a switch), `name='value'` -> ``--flag value``.
+    A name the command line has no flag for is printed as it is, without the backticks."""
+
+    def flag(match: re.Match[str]) -> str:
+        name, value = match.group(1), match.group(2)
+        if name not in FLAGS:
+            return name if value is None else f"{name}={value}"
+        if value is None or value == "True":
+            return FLAGS[name]
+        return f"{FLAGS[name]} {value.strip().strip(chr(39) + chr(34))}"
+
+    return _MENTION.sub(flag, text)
+
+
 def as_command_line(exc: InvalidInputError) -> str:
-    """The one-line message of ``exc`` with its field named as the command line's flag."""
+    """The one-line message of ``exc`` with its field, and the parameters its text names, written as
+    the command line's flags."""
     message = exc.args[0] if exc.args else ""
-    return str(InvalidInputError(str(message), field=flag_of(exc.field)))
+    return str(InvalidInputError(command_line_text(str(message)), field=flag_of(exc.field)))

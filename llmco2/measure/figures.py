@@ -54,7 +54,7 @@ def plot_summary(table: pd.DataFrame, out: Path, title: str = "") -> Path:
     import matplotlib.pyplot as plt
 
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise InvalidInputError(f"{out}: use .png, .pdf or .svg", field="--out")
+        raise InvalidInputError(f"{out}: use .png, .pdf or .svg", field="out")
     decode, prefill, left_out = per_token(table)
     if not len(decode) and not len(prefill):
         raise InvalidInputError("no usable prefill or decode rows to plot", field="path")

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 pynvml: Any = None
 
 INSTALL_HINT = "pip install 'llmco2[measure]' (nvidia-ml-py)"
-NO_GPU_HINT = "energy measurements need an NVIDIA GPU and driver; `llmco2 measure --dry-run` shows the plan without one"
+NO_GPU_HINT = "energy measurements need an NVIDIA GPU and driver; a dry run (`dry_run=True`) shows the plan without one"
 
 # NVML return-code names -> typed errors (resolved against the loaded bindings).
 _ERROR_CLASSES: dict[str, type[NVMLCallError]] = {

@@ -187,7 +187,7 @@ class ResultStore:
                 header = fh.readline().rstrip("\r\n")
             if header != HEADER:
                 raise InvalidInputError(f"{out} does not start with the canonical header; it was not written by llmco2 measure "
-                                        f"(choose another --out)", field="out")
+                                        f"(choose another `out`)", field="out")
         records: list[dict[str, Any]] = []
         if runs.exists():
             raw = runs.read_bytes()
@@ -206,7 +206,7 @@ class ResultStore:
             data_lines = out.read_bytes().count(b"\n") - 1 if size else 0
             if data_lines > 0 and not runs.exists():
                 raise InvalidInputError(f"{out} holds rows but has no run log {runs.name}, so the finished configurations are "
-                                        f"unknown; restore the log or choose another --out", field="out")
+                                        f"unknown; restore the log or choose another `out`", field="out")
             if self.readonly:
                 return
             if size:  # only a header, or the first append cut short: start afresh
@@ -218,7 +218,7 @@ class ResultStore:
         committed = max(int(r["csv_bytes"]) for r in records)
         if size < committed:
             raise InvalidInputError(f"{out} is shorter ({size} bytes) than its run log says ({committed} bytes); was it edited? "
-                                    f"choose another --out", field="out")
+                                    f"choose another `out`", field="out")
         if size > committed and not self.readonly:
             log.warning("%s: removing %d bytes of rows whose configuration did not finish", out, size - committed)
             with out.open("r+b") as fh:

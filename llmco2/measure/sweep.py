@@ -233,7 +233,7 @@ def detect_device(names: Sequence[str]) -> str:
         try:
             ids.add(get_gpu(name).id)
         except UnknownIdError:
-            raise InvalidInputError(f"cannot tell which catalog GPU {name!r} is; pass its catalog id with --device", field="device") from None
+            raise InvalidInputError(f"cannot tell which catalog GPU {name!r} is; pass its catalog id as `device`", field="device") from None
     if len(ids) != 1:
         raise InvalidInputError(f"the GPUs given are of different kinds ({', '.join(sorted(ids))}); give GPUs of one kind", field="gpus")
     return ids.pop()
@@ -291,7 +291,7 @@ def run_sweep(options: SweepOptions, *, meter: Any = None, runner: Any = None, p
         if device is None:
             devices = getattr(meter, "devices", None)
             if not devices:
-                raise InvalidInputError("cannot tell which GPU this is; pass its catalog id with --device", field="device")
+                raise InvalidInputError("cannot tell which GPU this is; pass its catalog id as `device`", field="device")
             device = detect_device([d.name for d in devices.values()])
             for c in plan.items:
                 if c.status == "todo" and c.gpu.id != device:

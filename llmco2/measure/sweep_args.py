@@ -48,9 +48,9 @@ def parse_gpus(text: str | Sequence[int] | None) -> tuple[int, ...]:
     try:
         gpus = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise InvalidInputError(f"must be comma-separated GPU indices like 0,1, got {text!r}", field="--gpus") from None
+        raise InvalidInputError(f"must be comma-separated GPU indices like 0,1, got {text!r}", field="gpus") from None
     if not gpus or any(g < 0 for g in gpus):
-        raise InvalidInputError(f"must be comma-separated GPU indices like 0,1, got {text!r}", field="--gpus")
+        raise InvalidInputError(f"must be comma-separated GPU indices like 0,1, got {text!r}", field="gpus")
     return gpus
 
 
@@ -64,7 +64,7 @@ def parse_model_paths(items: Sequence[str] | Mapping[str, str] | None) -> dict[s
     out: dict[str, str] = {}
     for model, path in pairs:
         if not Path(path).is_dir():
-            raise InvalidInputError(f"{path} is not a folder", field="--model-path")
+            raise InvalidInputError(f"{path} is not a folder", field="model_path")
         out[get_model(model).id] = str(path)
     return out
 
@@ -72,5 +72,5 @@ def parse_model_paths(items: Sequence[str] | Mapping[str, str] | None) -> dict[s
 def _split_pair(item: str) -> tuple[str, str]:
     model, sep, path = item.partition("=")
     if not sep or not model or not path:
-        raise InvalidInputError(f"must be MODEL=PATH, got {item!r}", field="--model-path")
+        raise InvalidInputError(f"must be MODEL=PATH, got {item!r}", field="model_path")
     return model, path

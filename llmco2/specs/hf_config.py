@@ -82,7 +82,7 @@ class _Reader:
 
     def unmodelled(self, what: str, field: str) -> None:
         if not self.approximate:
-            raise InvalidInputError(f"config.json: {what} is not modelled by llmco2; pass --approximate to predict it "
+            raise InvalidInputError(f"config.json: {what} is not modelled by llmco2; pass `approximate=True` to predict it "
                                     "with the nearest modelled architecture (the notes will say so)", field=field)
         self.notes.append(f"approximated: {what}")
 

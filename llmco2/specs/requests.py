@@ -182,7 +182,7 @@ def validate_request(request: Request, arch: ModelArch, gpu: GPU, check_context:
     if tp > max(gpu.gpus_per_node, 1):
         raise InvalidInputError(f"tensor parallel degree {tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.id} node", field="tensor_parallel")
     if tp > 1 and gpu.interconnect_bandwidth_gb_s <= 0:
-        raise InvalidInputError(f"{gpu.id} has no GPU-to-GPU interconnect; use --gpus 1", field="num_gpus")
+        raise InvalidInputError(f"{gpu.id} has no GPU-to-GPU interconnect; use `gpus=1`", field="num_gpus")
     if not gpu.supports(request.compute_dtype):  # type: ignore[arg-type]
         raise InvalidInputError(
             f"{gpu.id} has no {request.compute_dtype} throughput; supported: {', '.join(sorted(gpu.peak_dense_tops))}",

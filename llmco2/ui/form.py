@@ -80,7 +80,7 @@ def read_compare_form(form: Mapping[str, Any]) -> dict[str, Any]:
         if name in given:
             out[name] = number(given[name], kind, name)
     if out.get("background", "conv") != "fixed" and ("prompt_tokens" in out or "generated_tokens" in out):
-        raise InvalidInputError("--prompt-tokens and --gen-tokens apply with --background fixed", field="background")
+        raise InvalidInputError("`prompt_tokens` and `generated_tokens` apply with `background='fixed'`", field="background")
     return out
 
 
