@@ -13,9 +13,12 @@ file is the same, byte for byte, as an uninterrupted run's.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,10 @@ from llmco2.file_checks import check_input_file, check_not_an_input, check_outpu
 from llmco2.interrupts import terminate_as_interrupt
 
 log = logging.getLogger(__name__)
+
+#: Chunks of at least this many rows are predicted side by side, one per CPU (:func:`predicted_chunks`);
+#: smaller ones, one after the other (each then spreads its own network over the CPUs).
+SIDE_BY_SIDE_ROWS = 4096
 
 def _needs_quotes(columns: list[Any]) -> bool:
     """Whether any string cell holds a delimiter, quote or line break (a byte search in each
@@ -72,6 +79,61 @@ def first_chunk_gpus_suffice(gpus: list[Any], rows: int, job: FileJob) -> bool:
     if rows < first_chunk_limit() or isinstance(job.assumptions.pue_value(), (int, float)):
         return True
     return bool(gpus) and any(g.form_factor not in EDGE_FORM_FACTORS for g in gpus)
+
+
+def predicted_chunks(first: Any, chunks: Iterator[Any], keep: list[int], predictor: Any, assume: dict[str, Any],
+                     hourly: Any, skip: int = 0) -> Iterator[tuple[Any, tuple[Any, Any] | None]]:
+    """``(chunk, (record batch, footprint))`` of ``first`` and every chunk of ``chunks``, in file
+    order (:func:`~llmco2.api.chunks.prediction_batch`); ``None`` in place of the prediction of the
+    first ``skip`` chunks (committed by an interrupted run).
+
+    With two or more CPUs (:func:`~llmco2.prediction.numpy_forward.forward_threads`) and more
+    than one chunk of at least :data:`SIDE_BY_SIDE_ROWS` rows, that many threads predict chunks side by side, each on its own (the forward pass of a chunk runs in its
+    thread), while the caller writes the finished ones: a few chunks are read ahead. Each chunk's
+    numbers are the same either way. An error reading a chunk is raised after every chunk before
+    it has been given out, as in the sequential run."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from llmco2.prediction.numpy_forward import forward_threads, one_thread
+
+    workers = forward_threads()
+    stream = itertools.chain([first], chunks)
+    if workers < 2 or len(first.table) < max(first_chunk_limit(), SIDE_BY_SIDE_ROWS):  # one chunk, or small ones
+        for index, chunk in enumerate(stream):
+            yield chunk, None if index < skip else prediction_batch(chunk, keep, predictor, assume, hourly)
+        return
+
+    def alone(chunk: Any) -> tuple[Any, Any]:
+        with one_thread():
+            return prediction_batch(chunk, keep, predictor, assume, hourly)
+
+    pending: collections.deque[tuple[Any, Future[tuple[Any, Any]] | None]] = collections.deque()
+
+    def oldest() -> tuple[Any, tuple[Any, Any] | None]:
+        chunk, future = pending.popleft()
+        return chunk, None if future is None else future.result()
+
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="llmco2-chunk")
+    try:
+        for index in itertools.count():
+            try:
+                chunk = next(stream, None)
+            except Exception:
+                while pending:  # the chunks before the one that failed, then its error
+                    yield oldest()
+                raise
+            if chunk is None:
+                break
+            pending.append((chunk, None if index < skip else pool.submit(alone, chunk)))
+            while len(pending) > workers:
+                yield oldest()
+        while pending:
+            yield oldest()
+    finally:
+        for _, future in pending:  # stopped early (an error, an interrupt): the rest is not predicted
+            if future is not None:
+                future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def predict_file(job: FileJob) -> int:
@@ -196,15 +258,13 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
     resumed = progress["rows"] = output.rows
     try:
         with progress_bar(total) as advance, rare_collections():
-            index = 0
-            chunk: Any = first
-            while chunk is not None:
-                if index < output.chunks:  # committed by an earlier, interrupted run
+            skip, seen = output.chunks, 0
+            for index, (chunk, predicted) in enumerate(predicted_chunks(first, chunks, keep, predictor, assume, hourly, skip)):
+                seen = index + 1
+                if predicted is None:  # committed by an earlier, interrupted run
                     advance(len(chunk.table))
-                    index += 1
-                    chunk = next(chunks, None)
                     continue
-                batch, fp = prediction_batch(chunk, keep, predictor, assume, hourly)
+                batch, fp = predicted
                 if parquet_out:
                     def write(fh: Any, batch: Any = batch, head: bool = index == 0) -> None:
                         if head:
@@ -221,9 +281,7 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
                 output.commit(len(chunk.table), write, {"extrapolated": int(np.count_nonzero(fp.extrapolated)), **batch_totals(fp)})
                 progress["rows"] = output.rows
                 advance(len(chunk.table))
-                index += 1
-                chunk = next(chunks, None)
-            if index < output.chunks:
+            if seen < skip:
                 raise InvalidInputError(f"{src} has fewer rows than the interrupted run committed; delete "
                                         f"{output.manifest_path} to start afresh", field="requests")
         output.finish(_ipc_to_parquet if parquet_out else gzip_copy if gzip_out else None)

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import Any
@@ -31,6 +33,11 @@ from llmco2.graph.features import GraphArrays
 
 #: Graphs per block of the forward pass (bounds the working memory: block x nodes x hidden floats).
 FORWARD_BLOCK = 256
+#: From this many multiply-adds on (2 F inputs per output), a layer's product carries its bias as
+#: a last input row of ones. OpenBLAS computes products of up to 100^3 multiply-adds by another
+#: kernel, whose sums round differently with the extra row; above, each output is summed in input
+#: order, so the bias last rounds as adding it afterwards does.
+BIAS_IN_PRODUCT = 2_000_000
 
 
 def _relu(a: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -87,14 +94,16 @@ class SageForward:
     """The LLMCO2Net forward pass from its state-dict arrays (float32, like the trained network).
 
     Node states are kept feature-major (``[features, nodes]``): each SAGE layer is one matrix
-    product of the stacked ``[W_l | W_r]`` (``[hidden, 2 F]``) with the layer input laid out as
-    ``[aggregate; root]`` (``[2 F, nodes]``), which equals ``lin_l(aggregate) + lin_r(root)``.
-    Its output goes straight into the root half of the next layer's input, and the bias and the
-    ReLU run in place over contiguous memory. Buffers are allocated once per call and reused by
-    every block.
+    product of the stacked ``[W_l | W_r | b_l]`` (``[hidden, 2 F + 1]``) with the layer input laid
+    out as ``[aggregate; root; 1]`` (``[2 F + 1, nodes]``), which equals ``lin_l(aggregate) +
+    lin_r(root)``, the bias added last (BLAS accumulates each output in the order of the inner
+    dimension, so this rounds as adding the bias afterwards does). Its output goes straight into
+    the root half of the next layer's input, and the ReLU runs in place over contiguous memory.
+    Nodes with no in-neighbour (an aggregate of zeros) skip the ``W_l`` half: the zeros add
+    nothing to the sums. Buffers are allocated once per call and reused by every block.
     """
 
-    convs: list[tuple[NDArray[np.float32], NDArray[np.float32]]]  # ([W_l | W_r], b_l[:, None]) of each layer
+    convs: list[NDArray[np.float32]]  # [W_l | W_r | b_l] of each layer, [hidden, 2 F + 1]
     head: list[tuple[NDArray[np.float32], NDArray[np.float32]]]  # (W^T, b) of each Linear
     use_graph: bool = True
 
@@ -106,9 +115,8 @@ class SageForward:
                 p = f"convs.{i}."
                 bias = weights.get(p + "lin_l.bias")
                 w_l, w_r = weights[p + "lin_l.weight"], weights[p + "lin_r.weight"]
-                stacked = np.ascontiguousarray(np.concatenate([w_l, w_r], axis=1), dtype=np.float32)
                 b = bias if bias is not None else np.zeros(w_l.shape[0], np.float32)
-                convs.append((stacked, np.ascontiguousarray(b, dtype=np.float32).reshape(-1, 1)))
+                convs.append(np.ascontiguousarray(np.concatenate([w_l, w_r, np.reshape(b, (-1, 1))], axis=1), dtype=np.float32))
             idx = sorted(int(k.split(".")[1]) for k in weights if k.startswith("head.") and k.endswith(".weight"))
             head = [(np.ascontiguousarray(weights[f"head.{i}.weight"].T), weights[f"head.{i}.bias"]) for i in idx]
         except KeyError as exc:
@@ -127,23 +135,25 @@ class SageForward:
         return int(self.head[-1][0].shape[1])
 
     def _pooled(self, x: NDArray[np.float32], nodes: NDArray[np.int64], k: int, sources: tuple[tuple[int, ...], ...],
-                work: list[NDArray[np.float32]]) -> NDArray[np.float32]:
-        """``[m, 2 * hidden]`` mean and max pooled node states of ``m`` graphs of one structure
-        (``k`` nodes, ``sources[i]`` the nodes with an edge into node ``i``). ``x``: node features
-        ``[num_nodes, F]``; ``nodes``: the graphs' ``k * m`` rows of ``x``, node-major. ``work``: three flat float32 buffers of ``k * m * (2 * max(F, hidden) + 1)``
-        floats or more."""
+                work: list[NDArray[np.float32]], out_rows: NDArray[np.float32]) -> None:
+        """Write into ``out_rows`` (``[m, 2 * hidden]``) the mean and max pooled node states of
+        ``m`` graphs of one structure (``k`` nodes, ``sources[i]`` the nodes with an edge into
+        node ``i``). ``x``: node features ``[num_nodes, F]``; ``nodes``: the graphs' ``k * m``
+        rows of ``x``, node-major. ``work``: three flat float32 buffers of
+        ``k * m * (2 * max(F, hidden) + 1)`` floats or more."""
         rows = len(nodes)
         m = rows // k
         f = x.shape[1]
-        a = work[0][:2 * f * rows].reshape(2 * f, rows)
+        a = work[0][:(2 * f + 1) * rows].reshape(2 * f + 1, rows)
         gathered = work[2][:rows * f].reshape(rows, f)
         np.take(x, nodes, axis=0, out=gathered, mode="clip")  # the indices are in range
-        a[f:] = gathered.T  # root half, feature-major
+        a[f:2 * f] = gathered.T  # root half, feature-major
+        a[2 * f].fill(1.0)  # times the bias
         zeros = work[2][-rows:].reshape(1, rows)  # a zero row, for a fast in-place ReLU
         zeros.fill(0.0)
-        out = a[f:]
-        for layer, (w, b) in enumerate(self.convs):
-            root = a[f:].reshape(f, k, m)
+        out = a[f:2 * f]
+        for layer, w in enumerate(self.convs):
+            root = a[f:2 * f].reshape(f, k, m)
             agg = a[:f].reshape(f, k, m)
             for i, srcs in enumerate(sources):  # sum over in-neighbours, then divide: as scatter-mean does
                 target = agg[:, i]
@@ -160,14 +170,20 @@ class SageForward:
             if layer == len(self.convs) - 1:
                 out = work[2][:hidden * rows].reshape(hidden, rows)
             else:
-                nxt = work[1 - layer % 2][:2 * hidden * rows].reshape(2 * hidden, rows)
-                out = nxt[hidden:]
-            np.matmul(w, a, out=out)
-            out += b  # the order of PyG: lin_l(aggregate) + lin_r(root), then the bias of lin_l
+                nxt = work[1 - layer % 2][:(2 * hidden + 1) * rows].reshape(2 * hidden + 1, rows)
+                nxt[2 * hidden].fill(1.0)
+                out = nxt[hidden:2 * hidden]
+            if hidden * rows * 2 * f >= BIAS_IN_PRODUCT:
+                np.matmul(w, a, out=out)  # with the bias, last
+            else:  # OpenBLAS's path for small products sums in another order: the bias is added after
+                np.matmul(w[:, :-1], a[:-1], out=out)
+                out += w[:, -1:]
             np.maximum(out, zeros, out=out)
             a, f = (nxt, hidden) if layer < len(self.convs) - 1 else (a, f)
         h = out.reshape(-1, k, m)
-        return np.concatenate([h.mean(axis=1).T, h.max(axis=1).T], axis=1)
+        hidden = h.shape[0]
+        out_rows[:, :hidden] = h.mean(axis=1).T
+        out_rows[:, hidden:] = h.max(axis=1).T
 
     def __call__(self, g: GraphArrays, threads: int | None = None) -> NDArray[np.float32]:
         """``[num_graphs, out_dim]`` standardised outputs (``threads``: default
@@ -193,7 +209,7 @@ class SageForward:
         queue; BLAS runs
         one thread per call meanwhile, so every block is computed the same way however many
         threads there are."""
-        width = self.convs[-1][0].shape[0] if self.convs else g.x.shape[1]
+        width = self.convs[-1].shape[0] if self.convs else g.x.shape[1]
         pooled = np.empty((g.num_graphs, 2 * width), dtype=np.float32)
         sg = structure_groups(g)
         units = [(graphs[lo:lo + FORWARD_BLOCK], k, sources) for graphs, k, sources in sg.groups
@@ -214,7 +230,9 @@ class SageForward:
                 except Empty:
                     return
                 nodes = (sg.starts[block][None, :] + np.arange(k)[:, None]).reshape(-1)
-                pooled[block] = self._pooled(g.x, nodes, k, sources, buffers)
+                rows = np.empty((len(block), pooled.shape[1]), dtype=np.float32)
+                self._pooled(g.x, nodes, k, sources, buffers, rows)
+                pooled[block] = rows
 
         threads = min(threads or forward_threads(), len(units))
         with _blas_single_thread():
@@ -227,9 +245,28 @@ class SageForward:
         return pooled
 
 
+#: Per thread: whether :func:`forward_threads` is held at one (:func:`one_thread`).
+_LOCAL = threading.local()
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Within this context, the calling thread predicts on its own: :func:`forward_threads` is 1
+    there (no worker threads), e.g. in each of the threads that predict a file's chunks side by
+    side. The numbers are the same either way."""
+    before = getattr(_LOCAL, "one", False)
+    _LOCAL.one = True
+    try:
+        yield
+    finally:
+        _LOCAL.one = before
+
+
 def forward_threads() -> int:
     """Threads of the forward pass: the CPUs this process may use (at most 8), or
-    ``LLMCO2_THREADS`` when set."""
+    ``LLMCO2_THREADS`` when set; 1 inside :func:`one_thread`."""
+    if getattr(_LOCAL, "one", False):
+        return 1
     given = os.environ.get("LLMCO2_THREADS", "").strip()
     if given.isdigit() and int(given) > 0:
         return int(given)
