@@ -4,7 +4,8 @@ ranked by carbon per output token (``llmco2 compare``).
 A configuration is a GPU type, a GPU count and its split into tensor-parallel groups (``tp`` GPUs
 each) and data-parallel replicas (``dp = count / tp``); for a mixture-of-experts model also the
 same split with expert parallelism across the replicas (``ep = count``,
-:mod:`llmco2.api.compare_options`). The load is shared evenly by the replicas (an open-loop rate
+:mod:`llmco2.api.compare_options`). ``tp``, ``dp`` and an ``expert_parallel`` degree keep only the
+configurations of those degrees. The load is shared evenly by the replicas (an open-loop rate
 split ``rate / dp``, a closed loop ``ceil(concurrency / dp)`` clients each), so one replica is
 simulated with the serving physics (:func:`llmco2.serving.api.serve`) and the server is ``dp`` of
 it; an expert-parallel server is simulated whole, at the whole load (:func:`serve_option`). Each
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llmco2.api.compare_options import EP_MODES, GPU_COUNTS, ServerOption, check_ep_mode, gpu_ids, server_options
+from llmco2.api.compare_options import EP_MODES, GPU_COUNTS, ServerOption, gpu_ids, refuse_empty_restriction, server_options
 from llmco2.api.options import Assumptions, RequestOptions, with_fields
 from llmco2.errors import InvalidInputError
 from llmco2.specs.limits import MAX_SIMULATED_REQUESTS
@@ -180,7 +181,8 @@ def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *,
             concurrency: int | None = None, background: str = "conv", prompt_tokens: int | None = None,
             generated_tokens: int | None = None, slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
             slo_percentile: float = 90.0, max_gpus: int = 8, serving_requests: int = DEFAULT_REQUESTS, seed: int = 0,
-            expert_parallel: str = "auto", options: RequestOptions | None = None, assumptions: Assumptions | None = None,
+            expert_parallel: str | int = "auto", tp: int | None = None, dp: int | None = None,
+            options: RequestOptions | None = None, assumptions: Assumptions | None = None,
             progress: Callable[[int], None] | None = None, **fields: Any) -> pd.DataFrame:
     """Rank every server configuration of ``gpus`` that holds ``model`` at one load.
 
@@ -197,7 +199,13 @@ def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *,
         expert_parallel: ``auto`` (default): for a mixture-of-experts model, each split also with
             expert parallelism across its replicas (``ep`` = the GPU count) where the layout is
             valid; nothing more for a dense model. ``off``: no expert parallelism; ``only``: the
-            expert-parallel layouts alone (a dense model is refused).
+            expert-parallel layouts alone (a dense model is refused). A number N keeps the rows whose
+            ``expert_parallel`` is N (1: as ``off``; N > 1 is refused for a dense model).
+        tp, dp: keep only the configurations of this tensor-parallel degree / this many data-parallel
+            replicas (``replicas``; with expert parallelism, the attention groups); ``None``: any.
+            With ``expert_parallel`` N they combine (``tp=2, dp=2``: the 4-GPU tp 2 x dp 2 options);
+            a GPU type they leave nothing of gets a ``left_out`` line saying why, and degrees that
+            leave no configuration of any GPU type are refused.
         options, assumptions, fields: engine and precision; region, intensity, PUE, lifetime (as
             for :func:`llmco2.predict`). The default precision is bf16.
         progress: called with 1 after each configuration.
@@ -220,11 +228,12 @@ def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *,
     if not 0 < slo_percentile < 100:
         raise InvalidInputError(f"must be between 0 and 100, got {slo_percentile}", field="slo_percentile")
     arch = get_model(model, approximate=opts.approximate)
-    check_ep_mode(expert_parallel, arch)
     probe = load.per_replica(1)
     longest = int((probe.prompt_tokens + probe.output_tokens).max())
-    found, left = server_options(arch, gpu_ids(gpus), max_gpus, opts, longest, expert_parallel)
+    ids = gpu_ids(gpus)
+    found, left = server_options(arch, ids, max_gpus, opts, longest, expert_parallel, tp=tp, dp=dp)
     if not found:
+        refuse_empty_restriction(arch, ids, max_gpus, opts, longest, expert_parallel, tp, dp, left)
         raise InvalidInputError(f"{arch.id} fits no configuration of up to {max_gpus} GPUs of {gpus}", field="gpus")
     rows, last = [], None
     for option in found:

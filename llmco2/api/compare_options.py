@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,9 +30,9 @@ if TYPE_CHECKING:
 
 #: GPU counts tried per type (each up to ``max_gpus``).
 GPU_COUNTS = (1, 2, 4, 8)
-#: What ``compare``'s ``expert_parallel`` (``--ep``) accepts: ``auto`` offers the expert-parallel
-#: layouts of a mixture-of-experts model beside the others (nothing for a dense model), ``off``
-#: none of them, ``only`` those alone (a dense model is refused).
+#: The modes ``compare``'s ``expert_parallel`` (``--ep``) accepts besides a degree N: ``auto`` offers
+#: the expert-parallel layouts of a mixture-of-experts model beside the others (nothing for a dense
+#: model), ``off`` none of them, ``only`` those alone (a dense model is refused).
 EP_MODES = ("auto", "off", "only")
 
 
@@ -69,13 +70,63 @@ class ServerOption:
         return f"{self.gpu.id} x{self.num_gpus}{split}"
 
 
-def check_ep_mode(mode: str, arch: ModelArch) -> None:
-    """Refuse an unknown ``expert_parallel`` mode, and ``only`` on a dense model."""
-    if mode not in EP_MODES:
-        raise InvalidInputError(f"must be one of {', '.join(EP_MODES)}, got {mode!r}", field="expert_parallel")
-    if mode == "only" and not arch.is_moe:
+def check_ep_mode(mode: str | int, arch: ModelArch) -> tuple[str, int | None]:
+    """``expert_parallel`` as a mode and the expert-parallel degree it asks for: ``auto``, ``off``
+    and ``only`` as they are (no degree); a degree N keeps the rows whose ``expert_parallel`` is N
+    (1: those without expert parallelism, as ``off``; N > 1: ``only``, with ``ep`` = N). An unknown
+    mode, a degree below 1, and ``only`` or N > 1 on a dense model are refused."""
+    if isinstance(mode, str) and mode in EP_MODES:
+        mode_, degree = mode, None
+    elif isinstance(mode, numbers.Integral) and not isinstance(mode, bool) and mode >= 1:
+        mode_, degree = ("off", None) if mode == 1 else ("only", int(mode))
+    else:
+        raise InvalidInputError(f"must be one of {', '.join(EP_MODES)}, or a whole number of GPUs from 1 (the "
+                                f"expert-parallel degree), got {mode!r}", field="expert_parallel")
+    if mode_ == "only" and not arch.is_moe:
+        use = "use auto, off or 1" if degree is None else "use 1, off or auto"
         raise InvalidInputError(f"{arch.id} is a dense model; expert parallelism needs a mixture-of-experts model "
-                                "(use auto or off)", field="expert_parallel")
+                                f"({use})", field="expert_parallel")
+    return mode_, degree
+
+
+def check_degree(value: int | None, name: str) -> int | None:
+    """A ``tp`` or ``dp`` restriction: ``None`` (any) or a whole number from 1."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value)
+    raise InvalidInputError(f"must be a whole number from 1, got {value!r}", field=name)
+
+
+def layouts(max_gpus: int, tp: int | None = None, dp: int | None = None, ep: int | None = None,
+            expert_parallel: str = "auto") -> list[tuple[int, int, int]]:
+    """The ``(num_gpus, tp, ep)`` layouts tried up to ``max_gpus`` GPUs (``ep`` 1, or the GPU count
+    where ``expert_parallel`` allows it) whose degrees are ``tp``, ``dp`` and ``ep`` where given."""
+    counts = [n for n in GPU_COUNTS if n <= max_gpus]
+    eps = {"off": (False,), "only": (True,)}.get(expert_parallel, (False, True))
+    return [(n, t, n if spread else 1) for n in counts for t in counts if n % t == 0 for spread in eps
+            if (not spread or n > 1) and tp in (None, t) and dp in (None, n // t) and ep in (None, n if spread else 1)]
+
+
+def restriction_text(tp: int | None, dp: int | None, ep: int | None) -> str:
+    """The restrictions given, as the parameters that set them (`tp=2` with `dp=2`)."""
+    given = [f"`{name}={value}`" for name, value in (("tp", tp), ("dp", dp), ("expert_parallel", ep)) if value is not None]
+    return " with ".join(given)
+
+
+def restricted_field(tp: int | None, dp: int | None, ep: int | None) -> str:
+    """The parameter an error about the restrictions names: the first one given."""
+    return next(name for name, value in (("tp", tp), ("dp", dp), ("expert_parallel", ep)) if value is not None)
+
+
+def check_restriction(max_gpus: int, tp: int | None, dp: int | None, ep: int | None, expert_parallel: str) -> None:
+    """Refuse degrees that no layout tried has, whatever the GPU: naming the first parameter given."""
+    if layouts(max_gpus, tp, dp, ep, expert_parallel):
+        return
+    field = restricted_field(tp, dp, ep)
+    counts = ", ".join(str(n) for n in GPU_COUNTS if n <= max_gpus)
+    raise InvalidInputError(f"{restriction_text(tp, dp, ep)} matches no configuration tried: {counts} GPUs (up to "
+                            f"`max_gpus={max_gpus}`), split as tp x dp = GPUs, with ep = 1 or the GPU count", field=field)
 
 
 def gpu_ids(gpus: str | Sequence[str]) -> list[str]:
@@ -114,37 +165,77 @@ def holds(arch: ModelArch, gpu: GPU, num_gpus: int, tp: int, ep: int, dtype: str
 
 
 def server_options(arch: ModelArch, gpus: Sequence[str], max_gpus: int, options: RequestOptions,
-                   longest_tokens: int, expert_parallel: str = "off") -> tuple[list[ServerOption], list[str]]:
+                   longest_tokens: int, expert_parallel: str | int = "off", tp: int | None = None,
+                   dp: int | None = None) -> tuple[list[ServerOption], list[str]]:
     """The configurations that hold the weights and at least one longest request in KV cache; and
-    one line per GPU type left out (none of its configurations fits), saying why, and per GPU type
-    that holds the model but has no valid expert-parallel layout (``expert_parallel`` ``auto`` or
-    ``only`` on a mixture-of-experts model)."""
+    one line per GPU type left out (none of its configurations fits), saying why, per GPU type that
+    holds the model but has no valid expert-parallel layout (``expert_parallel`` ``auto`` or
+    ``only`` on a mixture-of-experts model), and per GPU type whose configurations the degrees
+    ``tp``, ``dp`` and ``expert_parallel`` N leave out (with why the layouts of those degrees do not serve)."""
     from llmco2.specs import Request, get_gpu
 
-    check_ep_mode(expert_parallel, arch)
+    mode, ep = check_ep_mode(expert_parallel, arch)
+    tp, dp = check_degree(tp, "tp"), check_degree(dp, "dp")
+    restricted = any(v is not None for v in (tp, dp, ep))
+    if restricted:
+        check_restriction(max_gpus, tp, dp, ep, mode)
     Request(weight_dtype=options.dtype)  # an unknown dtype is refused here, naming it, not taken for a misfit
     counts = [n for n in GPU_COUNTS if n <= max_gpus]
     found: list[ServerOption] = []
     left: list[str] = []
     for gid in gpus:
         gpu, dense, moe, refusals = get_gpu(gid), [], [], []
-        if expert_parallel != "only":
-            fitting = [tp for tp in counts if _holds_quietly(arch, gpu, tp, tp, 1, options.dtype, longest_tokens)]
-            dense = [ServerOption(gpu, tp, n // tp) for n in counts for tp in fitting if n % tp == 0]
-        if expert_parallel != "off" and arch.is_moe:
+        if mode != "only":
+            fitting = [t for t in counts if _holds_quietly(arch, gpu, t, t, 1, options.dtype, longest_tokens)]
+            dense = [ServerOption(gpu, t, n // t) for n in counts for t in fitting if n % t == 0]
+        if mode != "off" and arch.is_moe:
             for n in (n for n in counts if n > 1):
-                for tp in (t for t in counts if n % t == 0):
+                for t in (t for t in counts if n % t == 0):
                     try:
-                        holds(arch, gpu, n, tp, n, options.dtype, longest_tokens)
-                        moe.append(ServerOption(gpu, tp, n // tp, ep=n))
+                        holds(arch, gpu, n, t, n, options.dtype, longest_tokens)
+                        moe.append(ServerOption(gpu, t, n // t, ep=n))
                     except InvalidInputError as exc:
                         refusals.append(str(exc.args[0]))
+        kept = [o for o in dense + moe if tp in (None, o.tp) and dp in (None, o.dp) and ep in (None, o.ep)]
         if not dense and not moe:
             left.append(f"{gpu.id}: {arch.id} does not fit on up to {max_gpus} of them")
-        elif arch.is_moe and expert_parallel != "off" and not moe and counts[-1] > 1:
+        elif not kept:
+            left.append(f"{gpu.id}: no configuration with {_degrees(tp, dp, ep)} "
+                        f"({_why_not(arch, gpu, max_gpus, tp, dp, ep, mode, options.dtype, longest_tokens)})")
+        elif arch.is_moe and mode != "off" and not moe and counts[-1] > 1 and not restricted:
             left.append(f"{gpu.id}: no expert-parallel layout ({refusals[-1]})")
-        found += dense + moe
+        found += kept
     return found, left
+
+
+def refuse_empty_restriction(arch: ModelArch, gpus: Sequence[str], max_gpus: int, options: RequestOptions,
+                             longest_tokens: int, expert_parallel: str | int, tp: int | None, dp: int | None,
+                             left: Sequence[str]) -> None:
+    """Where :func:`server_options` found nothing for degrees that configurations without them
+    would have had, refuse the degrees, naming the first given, with the ``left`` lines of why."""
+    ep = check_ep_mode(expert_parallel, arch)[1]
+    if (tp, dp, ep) == (None, None, None) or not server_options(arch, gpus, max_gpus, options, longest_tokens, "auto")[0]:
+        return
+    raise InvalidInputError(f"{restriction_text(tp, dp, ep)} leaves no configuration of {arch.id} on up to {max_gpus} "
+                            f"GPUs: {'; '.join(left)}", field=restricted_field(tp, dp, ep))
+
+
+def _degrees(tp: int | None, dp: int | None, ep: int | None) -> str:
+    """``tp 2 x dp 2, ep 4``: the degrees asked for."""
+    split = " x ".join(f"{name} {value}" for name, value in (("tp", tp), ("dp", dp)) if value is not None)
+    return ", ".join(part for part in (split, f"ep {ep}" if ep is not None else "") if part)
+
+
+def _why_not(arch: ModelArch, gpu: GPU, max_gpus: int, tp: int | None, dp: int | None, ep: int | None, mode: str,
+             dtype: str | None, longest: int) -> str:
+    """Why no layout of the degrees asked for serves ``arch`` on ``gpu``: the refusal of the smallest one.
+    A replica without expert parallelism is judged on its ``tp`` GPUs, as :func:`server_options` does."""
+    for n, t, e in layouts(max_gpus, tp, dp, ep, mode if arch.is_moe else "off"):
+        try:
+            holds(arch, gpu, n if e > 1 else t, t, e, dtype, longest)
+        except InvalidInputError as exc:
+            return str(exc.args[0])
+    return "it holds the model otherwise"
 
 
 def _holds_quietly(arch: ModelArch, gpu: GPU, num_gpus: int, tp: int, ep: int, dtype: str | None, longest: int) -> bool:

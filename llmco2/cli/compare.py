@@ -27,10 +27,15 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     p.add_argument("--gpus", default="datacentre", metavar="LIST|datacentre|all",
                    help="GPU types to try: comma-separated ids, datacentre (default) or all")
     p.add_argument("--max-gpus", type=int, default=8, metavar="N", help="most GPUs per configuration (1, 2, 4, 8 tried; default 8)")
-    p.add_argument("--ep", default="auto", choices=EP_MODES, dest="expert_parallel",
+    p.add_argument("--tp", type=int, default=None, metavar="N",
+                   help="only configurations of tensor-parallel degree N (default: every degree)")
+    p.add_argument("--dp", type=int, default=None, metavar="N",
+                   help="only configurations of N data-parallel replicas (default: any number; with --tp, GPUs = tp x dp)")
+    p.add_argument("--ep", default="auto", type=_ep_value, metavar="N|" + "|".join(EP_MODES),
                    help="expert parallelism of a mixture-of-experts model: auto (default) also tries each split with "
                         "the experts spread over all its GPUs (ep = GPUs; vLLM's --enable-expert-parallel), "
-                        "off never, only nothing else (a dense model is refused)")
+                        "off never, only nothing else (a dense model is refused); a number N only the "
+                        "configurations of expert-parallel degree N (1: as off)")
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--rate", type=float, metavar="R", help="open loop: Poisson arrivals, R requests per second")
     load.add_argument("--concurrency", type=int, metavar="N", help="closed loop: N requests in the server at once")
@@ -58,6 +63,14 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     handlers[("compare", None)] = cmd_compare
 
 
+def _ep_value(text: str) -> str | int:
+    """``--ep``'s text: a number as an int (the library refuses those below 1), a mode as it is."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from llmco2.api.compare import compare
     from llmco2.api.options import Assumptions, RequestOptions
@@ -68,7 +81,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     table = compare(args.model, args.gpus, rate=args.rate, concurrency=args.concurrency, background=args.background,
                     prompt_tokens=args.prompt_tokens, generated_tokens=args.gen_tokens, slo_ttft_s=args.slo_ttft,
                     slo_tpot_s=args.slo_tpot, slo_percentile=args.slo_percentile, max_gpus=args.max_gpus,
-                    serving_requests=args.serving_requests, seed=args.seed, expert_parallel=args.expert_parallel,
+                    serving_requests=args.serving_requests, seed=args.seed, expert_parallel=args.ep,
+                    tp=args.tp, dp=args.dp,
                     options=RequestOptions(engine=args.engine, dtype=args.dtype),
                     assumptions=Assumptions(region=args.region, carbon_intensity=args.carbon_intensity, pue=args.pue,
                                             lifetime_years=args.lifetime_years, scope=args.scope, platform=args.platform))
