@@ -122,6 +122,8 @@ def _fill_nodes(x: NDArray[np.float32], analysis: LayerAnalysis, present: NDArra
     n = len(analysis.batch)
     n_kernels, n_logged = len(KERNEL_NAMES), sum(not f.startswith("bound_") for f in PHASE_FEATURES)  # logged, then 3 flags
     slot = np.cumsum(present, axis=1) - 1  # position of each kernel among its graph's nodes
+    row_type = np.dtype((np.void, x.shape[1] * x.itemsize))  # a node's row as one item: a faster scatter
+    x_rows = x.view(row_type).reshape(-1)
     for k, name in enumerate(KERNEL_NAMES):
         rows = np.flatnonzero(present[:, k])
         if not len(rows):
@@ -137,7 +139,7 @@ def _fill_nodes(x: NDArray[np.float32], analysis: LayerAnalysis, present: NDArra
             np.equal(_take_rows(bound, rows, n)[:, None], np.arange(3), out=phases[:, p, n_logged:],
                      casting="unsafe")  # compute, memory, network bound
         phases[:, :, :n_logged] = _log(raw, overwrite=True).transpose(2, 0, 1)  # rounded to float32 once
-        x[offsets[rows] + slot[rows, k]] = block
+        x_rows[offsets[rows] + slot[rows, k]] = block.view(row_type).reshape(-1)
 
 
 def global_feature_matrix(analysis: LayerAnalysis, totals: ModelTotals) -> NDArray[np.float64]:

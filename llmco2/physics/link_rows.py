@@ -56,7 +56,10 @@ class LinkRows:
         if n == 0:
             return np.zeros(0), np.zeros(0)
         degree = np.broadcast_to(np.rint(np.asarray(tp, dtype=np.float64)).astype(np.int64), (n,))
-        pairs, inverse = np.unique(np.stack([self.code, degree], axis=1), axis=0, return_inverse=True)
+        low = int(degree.min())
+        span = int(degree.max()) - low + 1  # (GPU, degree) pairs as one integer each, in the same order
+        keys, inverse = np.unique(self.code * span + (degree - low), return_inverse=True)
+        pairs = np.stack([keys // span, keys % span + low], axis=1)
         values = np.array([(allreduce_bandwidth_bytes_per_s(self.gpus[g], int(t)), allreduce_extra_latency_s(self.gpus[g], int(t)))
                            for g, t in pairs.tolist()], dtype=np.float64).reshape(-1, 2)
         rows = values[np.asarray(inverse).reshape(-1)]
