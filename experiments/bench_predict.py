@@ -11,7 +11,8 @@ wall time and the median peak resident memory of the process (``ru_maxrss`` from
   models, architecture variants and GPUs) and **single-model** (the Azure conversation trace on one
   model and GPU): wall time, and requests per second excluding start-up, where start-up is the
   wall time of the same command on the file's first row alone.
-* ``--million``: a 1,000,000-row file (the mixed file repeated), once: wall time and peak memory,
+* ``--million``: a 1,000,000-row file of distinct mixed requests (``llmco2 sample --strategy
+  focused --trace conv --n 1000000 --seed 0``, so that nothing repeats), once: wall time and peak memory,
   through the single process and through a local Dask cluster of ``--cluster-workers`` worker
   processes (``--cluster local``, default 2; 0 leaves it out). The peak memory of the cluster run
   is the client's (the workers are processes of their own); its CPU time counts the workers too.
@@ -37,7 +38,7 @@ import time
 from pathlib import Path
 
 from llmco2.data import bench_files
-from llmco2.data.bench_files import first_rows, repeated_file
+from llmco2.data.bench_files import first_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = Path(sys.executable).parent / "llmco2"
@@ -129,8 +130,8 @@ def small_cases(args: argparse.Namespace, ckpt: list[str], tmp: Path, mixed: Pat
 
 
 def million_cases(args: argparse.Namespace, ckpt: list[str], tmp: Path, mixed: Path, startup: float) -> list[dict[str, object]]:
-    """1,000,000 mixed rows (the mixed file repeated): single process, then a local Dask cluster."""
-    big = repeated_file(mixed, tmp / "million.csv", 1_000_000)
+    """1,000,000 distinct mixed rows: single process, then a local Dask cluster."""
+    big = mixed_file(tmp / "million.csv", 1_000_000)
     rows: list[dict[str, object]] = []
     command = ["predict", "--requests", str(big), "--out", str(tmp / "out.csv"), *ckpt]
     wall, peak = timed_process(command)
@@ -178,10 +179,11 @@ def main() -> None:
         cpu = f"{r['cpu_s']:.2f}" if "cpu_s" in r else "-"
         lines.append(f"| {r['case']} | {r['wall_s']:.2f} | {cpu} | {r['peak_mb']:.0f} | {rate} |")
     text = "\n".join(lines)
-    print(f"median of {args.runs} runs per case, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")
+    where = f"median of {args.runs} runs per case, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    print(where + "\n")
     print(text)
     if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
+        Path(args.markdown).write_text(where + "\n\n" + text + "\n")
 
 
 if __name__ == "__main__":
