@@ -114,6 +114,8 @@ def predicted_chunks(first: Any, chunks: Iterator[Any], keep: list[int], predict
         return chunk, None if future is None else future.result()
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="llmco2-chunk")
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch, 2e-4))  # a thread back from NumPy waits less for the GIL
     try:
         for index in itertools.count():
             try:
@@ -134,6 +136,7 @@ def predicted_chunks(first: Any, chunks: Iterator[Any], keep: list[int], predict
             if future is not None:
                 future.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+        sys.setswitchinterval(switch)
 
 
 def predict_file(job: FileJob) -> int:
