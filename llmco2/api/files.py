@@ -103,15 +103,20 @@ def predicted_chunks(first: Any, chunks: Iterator[Any], keep: list[int], predict
             yield chunk, None if index < skip else prediction_batch(chunk, keep, predictor, assume, hourly)
         return
 
-    def alone(chunk: Any) -> tuple[Any, Any]:
+    def alone(chunk: Any) -> tuple[tuple[Any, Any], dict[str, Any]]:
+        own = private_assumptions(assume)
         with one_thread():
-            return prediction_batch(chunk, keep, predictor, assume, hourly)
+            return prediction_batch(chunk, keep, predictor, own, hourly), own
 
-    pending: collections.deque[tuple[Any, Future[tuple[Any, Any]] | None]] = collections.deque()
+    pending: collections.deque[tuple[Any, Future[tuple[tuple[Any, Any], dict[str, Any]]] | None]] = collections.deque()
 
     def oldest() -> tuple[Any, tuple[Any, Any] | None]:
         chunk, future = pending.popleft()
-        return chunk, None if future is None else future.result()
+        if future is None:
+            return chunk, None
+        predicted, own = future.result()
+        merge_assumptions(assume, own)  # in file order, as one chunk after the other fills them
+        return chunk, predicted
 
     pool = ThreadPoolExecutor(workers, thread_name_prefix="llmco2-chunk")
     switch = sys.getswitchinterval()
@@ -137,6 +142,22 @@ def predicted_chunks(first: Any, chunks: Iterator[Any], keep: list[int], predict
                 future.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
         sys.setswitchinterval(switch)
+
+
+def private_assumptions(assume: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a run's assumptions for one chunk predicted beside others: what a prediction
+    adds to them (the scope's ``platforms``, GPU id -> platform id) goes into a dict of its own."""
+    own = dict(assume)
+    if isinstance(assume.get("scope"), dict):
+        own["scope"] = {k: v for k, v in assume["scope"].items() if k != "platforms"}
+    return own
+
+
+def merge_assumptions(assume: dict[str, Any], own: dict[str, Any]) -> None:
+    """Add to ``assume`` what predicting one chunk added to its :func:`private_assumptions` ``own``."""
+    platforms = (own.get("scope") or {}).get("platforms")
+    if platforms is not None:
+        assume["scope"].setdefault("platforms", {}).update(platforms)
 
 
 def predict_file(job: FileJob) -> int:
