@@ -33,7 +33,7 @@ import pandas as pd
 
 from llmco2.physics.step_isolated import IsolatedRows, isolated_rows
 from llmco2.physics.step_physics import StepParams
-from llmco2.serving.mlenergy import ServingRows, load_rows, serving_rows
+from llmco2.serving.mlenergy import BITS_DTYPE, ServingRows, load_rows, serving_rows
 from llmco2.serving.mlenergy_fit import PROMPT_SCALES, fit_with_prompt_scales, predictions, roofline_tdp
 from llmco2.serving.physics_params import family, params_path
 
@@ -117,6 +117,20 @@ def table(sr: ServingRows, splits: dict) -> list[str]:
     return lines
 
 
+def by_precision(sr: ServingRows, splits: dict) -> list[str]:
+    """Accuracy of the held-out H100 rows by weight precision (FP8 rows on their own)."""
+    meas = measured(sr.rows)
+    lines = ["| split | weights | rows | J/token MdAPE | latency MdAPE | power MdAPE |", "|---|---|---|---|---|---|"]
+    for name in ("leave GPU out: H100 (v2 + v3)", "v3 H100 leave one model out"):
+        _, pred = splits[name]
+        bits = sr.rows.loc[pred.index, "weight_bits"].astype(int)
+        for b in sorted(bits.unique(), reverse=True):
+            p, m = pred[bits == b], meas.loc[pred.index[bits == b]]
+            lines.append(f"| {name} | {BITS_DTYPE.get(int(b), b)} | {len(p)} | {medape(p.j.to_numpy(), m.j.to_numpy()):.1f}% | "
+                         f"{medape(p.latency.to_numpy(), m.latency.to_numpy()):.1f}% | {medape(p.power.to_numpy(), m.power.to_numpy()):.1f}% |")
+    return lines
+
+
 def intervals(sr: ServingRows, splits: dict) -> tuple[dict, list[str]]:
     """Interval quantiles of log(measured / predicted) and their held-out coverage."""
     meas = measured(sr.rows)
@@ -187,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             "## v3 H100 leave one model out, per family (J/token MdAPE)", "",
             "| family | rows | MdAPE |", "|---|---|---|",
             *[f"| {f} | {len(g)} | {g.ape.median():.1f}% |" for f, g in fam.groupby("family")], "",
+            "## By weight precision (held-out H100 rows)", "", *by_precision(mixed, splits), "",
             "## Interval coverage (leave one GPU out)", "", *cov, "",
             "## Constants fitted on all rows", "", "```json", json.dumps(full.to_dict(), indent=1), "```"]
     Path(args.out).write_text("\n".join(text) + "\n")

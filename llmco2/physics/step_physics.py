@@ -11,7 +11,9 @@ embedding / final norm / LM head:
   matrices of a mixture-of-experts layer (grouped GEMMs over the experts its tokens touch) reach
   ``eta_expert`` of that rate;
 * every tensor-parallel all-reduce costs ``collective latency + engine latency + (bytes / link +
-  link latency) / eta_network``: the engine's own share is the path its all-reduce takes (a one-shot
+  link latency) / eta_network``, with ``bytes`` what a ring sends, twice the paper's network bytes,
+  and ``link`` one direction of the quoted link (:mod:`llmco2.specs.links`; an expert all-to-all's
+  bytes cross once): the engine's own share is the path its all-reduce takes (a one-shot
   kernel over peer memory, or a library fallback that pays host and protocol latency per call),
   fitted per engine on serving rows and 0 where none ran it; ``link`` and ``link latency`` are those
   of the path the GPUs' actual link gives at the request's tensor-parallel degree
@@ -72,6 +74,7 @@ from llmco2.analytic.quantised import kernel_launches
 from llmco2.physics.link_rows import A2A_SLOT, LinkRows, collectives_per_layer
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id
 from llmco2.specs.gpus import static_power_w
+from llmco2.specs.links import ONE_DIRECTION_SHARE, RING_ALLREDUCE_PASSES
 from llmco2.specs.memory import dram_pj_per_byte
 
 Array = NDArray[np.float64]
@@ -279,13 +282,15 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
         ep_bw, ep_s = hw.links.allreduce(np.maximum(b.tp, b.ep))
     else:
         ep_bw, ep_s = link_bw, link_s
+    ring_bytes = np.where(a.present["all_reduce_attn"], a.costs[phase]["all_reduce_attn"].net_bytes, 0.0)  # one TP all-reduce
     for j, name in enumerate(KERNEL_NAMES):
         c = a.costs[phase][name]
         present = a.present[name]
         bw, extra_s = (np.where(a2a, ep_bw, link_bw), np.where(a2a, ep_s, link_s)) if name == A2A_SLOT else (link_bw, link_s)
         comp[:, j] = np.where(present, c.ops, 0.0) * b.layers / b.peak_ops_per_s
         mem[:, j] = np.where(present, c.mem_bytes, 0.0) * b.layers / b.mem_bw_bytes_per_s
-        net[:, j] = np.where(present, c.net_bytes, 0.0) * b.layers / np.maximum(bw, 1.0)
+        net[:, j] = wire_bytes(np.where(present, c.net_bytes, 0.0), np.where(a2a, ring_bytes, np.inf) if name == A2A_SLOT else None) \
+            * b.layers / np.maximum(ONE_DIRECTION_SHARE * bw, 1.0)
         if name.startswith("all_reduce"):  # per step: what the link's latency adds to NVLink's, as link time
             lat[:, j] = np.where(present, extra_s, 0.0) * b.layers
         wt[:, j] = np.where(present, c.weight_bytes, 0.0) * b.layers / b.mem_bw_bytes_per_s
@@ -300,6 +305,16 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
                       collectives * b.layers, rank_batch(b).astype(np.float64), b.num_gpus.astype(np.float64),
                       b.tdp_w.astype(np.float64), hw.idle_w, b.mem_bw_bytes_per_s.astype(np.float64),
                       b.moe.astype(np.float64), list(engines), hw.node_nm, hw.peak16_ops_per_s, hw.dram_pj_per_byte)
+
+
+def wire_bytes(net_bytes: Array, ring_part: Array | None = None) -> Array:
+    """Bytes each GPU sends on one direction of its link for a collective slot whose analytic network
+    bytes (the paper's, :mod:`llmco2.analytic.kernels`) are ``net_bytes``: a ring all-reduce sends
+    :data:`~llmco2.specs.links.RING_ALLREDUCE_PASSES` times them (a reduce-scatter and an all-gather), an
+    expert all-to-all's dispatch and combine bytes once. ``ring_part`` (the MLP slot of rows that hold
+    both) caps the share of ``net_bytes`` that is an all-reduce; ``None``: all of it."""
+    ring = net_bytes if ring_part is None else np.minimum(net_bytes, ring_part)
+    return RING_ALLREDUCE_PASSES * ring + (net_bytes - ring)
 
 
 def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = False,

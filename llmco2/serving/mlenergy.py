@@ -15,6 +15,10 @@ mean running batch / output tokens per s, from the run's totals as its J per out
 per-request mean time per output token, ``avg_tpot_s``, is up to 1.6x shorter at large batch caps
 and cannot be fitted together with the J per token of the same run); v3 the median inter-token
 latency (``median_itl_ms``) and the average power of all GPUs (``avg_power_w``).
+
+Parallelism as the rows ran it: ``tensor_parallel`` (all GPUs where the importer leaves it null) and
+``expert_parallel`` (v3's MoE rows: vLLM's ``--enable-expert-parallel`` over all GPUs, so EP = TP,
+each GPU holding whole experts; :mod:`llmco2.analytic.experts`).
 """
 
 from __future__ import annotations
@@ -107,8 +111,9 @@ def server_case(row: pd.Series, prompt_scale: float = 1.0) -> ServerCase:
         raise InvalidInputError(f"weight precision {bits} bits not in the catalog")
     num = int(row["num_devices"])
     tp = None if pd.isna(row["tensor_parallel"]) else int(row["tensor_parallel"])
+    ep = None if pd.isna(row.get("expert_parallel")) or int(row["expert_parallel"]) <= 1 else int(row["expert_parallel"])
     engine = row_engine(row)
-    arch, gpu, req = server_setup(row["model"], row["device"], num, tp, engine, dtype)
+    arch, gpu, req = server_setup(row["model"], row["device"], num, tp, engine, dtype, ep=ep)
     memory = memory_budget(arch, gpu, req)
     max_tokens = min(arch.max_context, int(memory["kv_capacity_tokens"]))
     prompt, output = lengths(str(row["task"]), float(row["generated_tokens"]), LENGTH_SAMPLES, int(row["source_row"]), max_tokens)

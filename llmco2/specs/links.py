@@ -12,11 +12,24 @@ A GPU's ``link_kind`` and ``pcie_p2p`` (:class:`llmco2.specs.gpus.GPU`) and the 
 PCIe means ``pcie-p2p`` where the driver gives the cards peer access over PCIe and ``pcie-host`` where it
 does not (GeForce since the RTX 30 series): NCCL then stages every transfer through host memory.
 
-Units follow the step physics' network term, unchanged: a link's bandwidth is the catalog's figure, total
-bidirectional bytes/s per GPU as vendors quote it, and the term costs an all-reduce's bytes per GPU
-(``tokens / tp x hidden x (tp - 1) x bytes``, :func:`llmco2.analytic.kernels.all_reduce_cost`) divided by
-``eta_network`` times that bandwidth. Each path's share of its quoted figure and its latency come from the
-catalog's ``[links]`` table (``specs/data/gpus.toml``), each with a source.
+Units: a link's bandwidth here is the catalog's figure, total bidirectional bytes/s per GPU as vendors
+quote it (NVLink 4: 900 GB/s on an H100 SXM, 450 GB/s each way; PCIe 4.0 x16: 64 GB/s, 32 each way).
+The step physics charges a transfer on **one direction** of it (:data:`ONE_DIRECTION_SHARE`): a GPU
+sends and receives at once, each on its own direction. The analytic network bytes of an all-reduce are
+the paper's (Eqs 2-7: ``tokens / tp x hidden x (tp - 1) x bytes``,
+:func:`llmco2.analytic.kernels.all_reduce_cost`), which count the reduce-scatter alone; a ring
+all-reduce (NCCL's algorithm for the tensor-parallel sizes of inference) also runs the all-gather,
+so each GPU sends :data:`RING_ALLREDUCE_PASSES` times those bytes (``2 (tp - 1) / tp x S`` for an
+``S``-byte tensor: NCCL's "bus bandwidth" convention, nccl-tests doc/PERFORMANCE.md,
+https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md). The all-reduce's link time is
+then ``2 x bytes / (eta_network x share x link / 2)``. NCCL's ring reaches about 370 GB/s of bus
+bandwidth on 8 x H100 SXM, whose NVLink line rate is 450 GB/s each way (about 20% protocol overhead:
+NCCL's maintainer in NVIDIA/nccl-tests issue #212, https://github.com/NVIDIA/nccl-tests/issues/212),
+and 200-210 GB/s on 8 x A100 SXM (300 GB/s each way; nccl-tests issues #149 and #178): 0.7-0.82 of
+one direction, where the step physics' fixed ``eta_network`` of 0.7 sits. An expert
+all-to-all's bytes (:func:`llmco2.analytic.kernels.all_to_all_cost`, dispatch and combine) are already
+what each GPU sends: they cross one direction once. Each path's share of its quoted figure and its
+latency come from the catalog's ``[links]`` table (``specs/data/gpus.toml``), each with a source.
 """
 
 from __future__ import annotations
@@ -32,6 +45,10 @@ NVLINK = "nvlink"
 PCIE_P2P = "pcie-p2p"
 PCIE_HOST = "pcie-host"
 NO_PATH = "none"
+#: Times a ring all-reduce sends the bytes of the paper's network term (a reduce-scatter and an all-gather).
+RING_ALLREDUCE_PASSES = 2.0
+#: Share of a quoted (total bidirectional) link figure that one direction carries.
+ONE_DIRECTION_SHARE = 0.5
 #: The paths of :func:`allreduce_path` that the catalog's ``[links]`` table describes.
 PATHS = (NVLINK, PCIE_P2P, PCIE_HOST)
 
@@ -125,5 +142,5 @@ def allreduce_extra_latency_s(gpu: GPU, tp: int) -> float:
     return ring_steps(tp) * (paths[path].step_latency_us - paths[NVLINK].step_latency_us) * 1e-6
 
 
-__all__ = ["LinkPath", "LinkTable", "NVLINK", "PCIE_HOST", "PCIE_P2P", "PATHS", "allreduce_bandwidth_bytes_per_s",
+__all__ = ["LinkPath", "LinkTable", "NVLINK", "ONE_DIRECTION_SHARE", "PCIE_HOST", "PCIE_P2P", "PATHS", "RING_ALLREDUCE_PASSES", "allreduce_bandwidth_bytes_per_s",
            "allreduce_extra_latency_s", "allreduce_latency_s", "allreduce_path", "link_table", "path_link_gb_s", "ring_steps"]
