@@ -140,7 +140,20 @@ def test_prediction_as_a_frame_matches_predict_frame() -> None:
                                                 "generated_tokens": 90}]), region="fra")
     for column in ("prefill_j", "decode_j", "total_j", "total_j_low", "latency_s", "operational_g", "total_g"):
         assert row[column][0] == pytest.approx(frame[column][0], rel=1e-9), column
+    for column in ("grid_region", "intensity_g_per_kwh", "pue", "notes"):  # what the row assumed, as predict_frame says it
+        assert row[column][0] == frame[column][0], column
+    assert (row["grid_region"][0], row["intensity_g_per_kwh"][0]) == ("fra", 55.3)
     assert "<table" in p._repr_html_()
+
+
+def test_prediction_frame_notes_say_what_was_extrapolated() -> None:
+    p = llmco2.predict("llama3.1-8b", "mi300x", **ARGS, carbon_intensity=300)
+    frame = llmco2.predict_frame(pd.DataFrame([{"model": "llama3.1-8b", "gpu": "mi300x", "batch_size": 2, "prompt_tokens": 700,
+                                                "generated_tokens": 90}]), carbon_intensity=300)
+    row = p.to_frame()
+    assert row["notes"][0] == "; ".join(p.notes) and "unseen GPU mi300x" in row["notes"][0]
+    assert row["notes"][0] == frame["notes"][0]
+    assert row["intensity_g_per_kwh"][0] == 300.0 == frame["intensity_g_per_kwh"][0]
 
 
 REQUESTS = pd.DataFrame({

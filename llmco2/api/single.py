@@ -75,7 +75,9 @@ class Prediction:
     def to_frame(self) -> Any:
         """One-row pandas DataFrame: the request and the columns ``predict --requests`` writes
         (``prefill_j, decode_j, total_j`` and their interval ends in J, ``server_j``, ``latency_s``,
-        ``operational_g, embodied_g, total_g``, ``extrapolated``)."""
+        ``operational_g, embodied_g, total_g``, ``extrapolated``) and what the row assumed, as
+        ``predict_frame`` gives it: ``grid_region``, ``intensity_g_per_kwh`` (g CO2eq/kWh), ``pue``
+        and ``notes`` (joined with ``"; "``)."""
         import pandas as pd
 
         from llmco2.api.chunks import PREDICTION_COLUMNS
@@ -89,6 +91,9 @@ class Prediction:
                       embodied_g=r["carbon_g"]["embodied"], total_g=r["carbon_g"]["total"], extrapolated=bool(r["extrapolated"]))
         row = {k: r[k] for k in ("model", "gpu", "num_gpus", "engine", "batch_size", "prompt_tokens", "generated_tokens")}
         row.update({c: values[c] for c in PREDICTION_COLUMNS})
+        grid, pue = r["assumptions"]["grid"], r["assumptions"]["pue"]
+        row.update(grid_region=grid.get("region"), intensity_g_per_kwh=grid.get("g_co2eq_per_kwh"),
+                   pue=pue.get("value") if isinstance(pue, dict) else pue, notes="; ".join(self.notes))
         return pd.DataFrame([row])
 
     def _repr_html_(self) -> str:
