@@ -35,7 +35,9 @@ the median of the GPU's device class; never a share of the power limit).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import math
+import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -48,8 +50,9 @@ from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis
 from llmco2.analytic.model import ModelTotals
 from llmco2.analytic.quantised import kernel_launches
 from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
+from llmco2.errors import InvalidInputError
 from llmco2.physics.link_rows import collectives_per_layer
-from llmco2.physics.step_physics import HardwareRows
+from llmco2.physics.step_physics import GLOBAL_PARAMS, HardwareRows, StepParams
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids
 from llmco2.specs.gpus import static_power_w
 
@@ -69,6 +72,71 @@ PHASE_NAMES = ("prefill", "decode")
 
 EDGE_FORM_FACTORS = ("module", "SoC")
 DEFAULT_EFFICIENCY = (0.5, 0.5)
+
+# -- the constants a checkpoint may hold ----------------------------------------------------------
+#: Ranges of the physics prior's constants in a checkpoint, in their stored units: the fit
+#: (:mod:`llmco2.physics.prior_fit`) gives efficiencies in (0, 1] (a sigmoid) and activities from its
+#: grid (the utilisation is clipped to 1 anyway); its overheads are fitted in log space near the
+#: catalog priors (a few us per launch, a few ms per step), far inside these bounds.
+PRIOR_RANGES: dict[str, tuple[float, float]] = {"efficiency": (0.0, 1.0), "activity": (0.0, 10.0),
+                                                "launch_us": (0.0, 1e4), "step_ms": (0.0, 1e4),
+                                                "sequence_us": (0.0, 1e5), "collective_us": (0.0, 1e5)}
+#: How far beyond the step fit's bounds a checkpoint's step constants may lie (a factor, both ways).
+STEP_SLACK = 10.0
+#: The step fit's bounds (:data:`llmco2.physics.step_fit.BOUNDS` and ``ENGINE_BOUNDS``, copied so that
+#: loading a checkpoint does not import the fit and SciPy; ``tests/test_checkpoint_constants.py``
+#: checks that they enclose the fit's), and of the constants the fit holds fixed.
+STEP_FIT_BOUNDS: dict[str, tuple[float, float]] = {
+    "eta_compute": (0.2, 1.0), "eta_memory": (0.3, 1.0), "kernel_gap_s": (0.2e-6, 20e-6),
+    "collective_s": (2e-6, 200e-6), "power_base": (0.0, 2.0), "memory_pj_per_byte": (0.0, 600.0),
+    "eta_expert": (0.3, 1.0), "power_busy": (0.0, 6.0), "op_pj_7nm": (0.2, 1.3),
+    "eta_network": (0.1, 1.0), "power_compute": (0.0, 1.0), "power_memory": (0.0, 1.0), "op_node_exp": (0.5, 2.0),
+}
+STEP_ENGINE_BOUNDS: dict[str, tuple[float, float]] = {
+    "step_s": (0.05e-3, 50e-3), "sequence_s": (0.5e-6, 2e-3), "launch_s": (0.5e-6, 500e-6),
+    "serving_sequence_s": (0.1e-6, 2e-3), "collective_s": (0.1e-6, 2e-3), "serving_worker_s": (1e-6, 50e-3),
+}
+
+
+def checkpoint_number(value: Any, where: str, low: float, high: float, above: bool = False) -> float:
+    """A number of a checkpoint's metadata as a float from ``low`` (excluded when ``above``) to
+    ``high``; anything else (a list, text, NaN, out of range) is an :class:`InvalidInputError` of the
+    checkpoint naming ``where``, the entry's path (``head.physics.step_ms.vllm``)."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    x = float(value) if number else math.nan
+    if not (math.isfinite(x) and (x > low if above else x >= low) and x <= high):
+        raise InvalidInputError(f"{where} = {value!r:.24} is not in {'(' if above else '['}{low:g}, {high:g}]", field="checkpoint")
+    return x
+
+
+def checkpoint_numbers(values: Any, where: str, name: str) -> dict[str, float]:
+    """A checkpoint's table of one constant per engine (``launch_us``, ...) checked against :data:`PRIOR_RANGES`."""
+    if not isinstance(values, Mapping):
+        raise InvalidInputError(f"{where}.{name} is not a table of engines", field="checkpoint")
+    low, high = PRIOR_RANGES[name]
+    return {str(k): checkpoint_number(v, f"{where}.{name}.{k}", low, high) for k, v in values.items()}
+
+
+def step_range(name: str, bounds: tuple[float, float], engine: bool = False) -> tuple[float, float]:
+    """The range a checkpoint's step constant may take: the fit's bounds widened by
+    :data:`STEP_SLACK` both ways; from 0 where the fit's lower bound is 0, and for an engine's
+    overheads (0: a cost the engine does not have)."""
+    lo, hi = bounds
+    return (0.0 if engine or lo == 0 else lo / STEP_SLACK), hi * STEP_SLACK
+
+
+def check_step_params(params: StepParams, where: str = "head.step.params") -> StepParams:
+    """``params`` if every constant lies in :func:`step_range` of the fit's bounds (a checkpoint's
+    constants far outside them predict energies of 1e300 J or infinite carbon); else an
+    :class:`InvalidInputError` of the checkpoint naming the constant (``where``: its path)."""
+    for name in GLOBAL_PARAMS:
+        lo, hi = step_range(name, STEP_FIT_BOUNDS[name])
+        checkpoint_number(getattr(params, name), f"{where}.{name}", lo, hi, above=lo > 0)
+    for engine, overhead in params.engines.items():
+        for name, bounds in STEP_ENGINE_BOUNDS.items():
+            lo, hi = step_range(name, bounds, engine=True)
+            checkpoint_number(getattr(overhead, name), f"{where}.engines.{engine}.{name}", lo, hi)
+    return params
 
 
 def device_group(gpu: GPU) -> str:
@@ -259,13 +327,24 @@ class PhysicsPrior:
         power model ``phase``, no per-sequence or all-reduce cost."""
         if not state:
             return cls()
+        where = "head.physics"
         launch, step, _ = _catalog_priors()
-        return cls(mode=state.get("mode", "physical"),
-                   efficiency={k: [float(a) for a in v] for k, v in state["efficiency"].items()},
-                   activity=np.asarray(state["activity"], dtype=float), power_model=state.get("power_model", "phase"),
-                   launch_us={**launch, **state.get("launch_us", {})}, step_ms={**step, **state.get("step_ms", {})},
-                   sequence_us={k: float(v) for k, v in state.get("sequence_us", {}).items()},
-                   collective_us=float(state.get("collective_us", 0.0)),
+        low, high = PRIOR_RANGES["efficiency"]
+        efficiency = {str(k): [checkpoint_number(a, f"{where}.efficiency.{k}", low, high, above=True) for a in v]
+                      for k, v in state["efficiency"].items()}
+        if any(len(v) != len(PHASE_NAMES) for v in efficiency.values()):
+            raise InvalidInputError(f"{where}.efficiency holds an entry without one value per phase", field="checkpoint")
+        activity = state["activity"]
+        if not isinstance(activity, list) or len(activity) != len(PHASE_NAMES):
+            raise InvalidInputError(f"{where}.activity is not one number per phase", field="checkpoint")
+        return cls(mode=state.get("mode", "physical"), efficiency=efficiency,
+                   activity=np.array([checkpoint_number(a, f"{where}.activity", *PRIOR_RANGES["activity"]) for a in activity]),
+                   power_model=state.get("power_model", "phase"),
+                   launch_us={**launch, **checkpoint_numbers(state.get("launch_us", {}), where, "launch_us")},
+                   step_ms={**step, **checkpoint_numbers(state.get("step_ms", {}), where, "step_ms")},
+                   sequence_us=checkpoint_numbers(state.get("sequence_us", {}), where, "sequence_us"),
+                   collective_us=checkpoint_number(state.get("collective_us", 0.0), f"{where}.collective_us",
+                                                   *PRIOR_RANGES["collective_us"]),
                    fitted_engines=list(state.get("fitted_engines", [])), fit_report=dict(state.get("fit_report", {})))
 
 

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import LayerAnalysis
 from llmco2.errors import InvalidInputError
-from llmco2.physics.priors import PHASE_NAMES, PhaseInputs
+from llmco2.physics.priors import PHASE_NAMES, PhaseInputs, check_step_params
 from llmco2.physics.step_physics import StepParams, shapes_of, step_cost
 
 Array = NDArray[np.float64]
@@ -82,4 +82,4 @@ class StepPrior:
     def from_state_dict(cls, state: dict[str, Any] | None) -> StepPrior | None:
         if not state:
             return None
-        return cls(StepParams.from_dict(state["params"]), str(state.get("group", STEP_GROUP)))
+        return cls(check_step_params(StepParams.from_dict(state["params"])), str(state.get("group", STEP_GROUP)))
