@@ -132,7 +132,7 @@ def test_unknown_option_names_are_refused() -> None:
 
 def test_a_simulation_too_large_is_refused_before_it_starts(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(["compare", "--model", "llama3.1-8b", "--rate", "2", "--serving-requests", "1000000000"], capsys)
-    assert code == 2 and "--serving-requests: must be from 1 to 1,000,000" in err
+    assert code == 2 and "--serving-requests: must be a whole number from 1 to 1,000,000" in err
     code, _, err = run_cli(["predict", "--model", "llama3.1-8b", "--gpu", "h100", "--prompt-tokens", "10", "--gen-tokens", "5",
                             "--serving", "--concurrency", "4", "--serving-requests", "1000000000"], capsys)
     assert code == 2 and "--serving-requests: must be from 1 to 1,000,000" in err, err

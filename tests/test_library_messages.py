@@ -88,6 +88,20 @@ def _platform_without_scope(tmp: Path) -> Any:
     return resolve_assumptions([], scope=None, platform="hgx-h100-8")
 
 
+def _weights_do_not_fit(tmp: Path) -> Any:
+    return llmco2.serve("llama3.1-70b", "l4", llmco2.make_workload("fixed", n=2, rate=1.0, prompt_tokens=8, output_tokens=8))
+
+
+def _served_weights_do_not_fit(tmp: Path) -> Any:
+    from llmco2.api.server import ServedRequest, ServerLoad, serve_request
+
+    return serve_request(ServedRequest("llama3.1-70b", "l4", prompt_tokens=8, generated_tokens=8), ServerLoad(rate=1.0))
+
+
+def _workload(**args: Any) -> Callable[[Path], Any]:
+    return lambda tmp: llmco2.make_workload(**{"lengths": "fixed", "n": 2, "prompt_tokens": 8, "output_tokens": 8, **args})
+
+
 def _measure(call: str) -> Callable[[Path], Any]:
     def run(tmp: Path) -> Any:
         from llmco2.measure import sweep, sweep_args
@@ -116,6 +130,19 @@ CASES: dict[str, tuple[Callable[[Path], Any], str, str]] = {
     "flag not a boolean": (_predict(flash_attention="no"), "flash_attention", "--flash-attention: must be True or False"),
     "unmodelled config.json": (_unmodelled_config, "model_type", "pass --approximate to predict it"),
     "two loads": (_served, "serving", "--concurrency N or --rate R"),
+    "weights do not fit (serve)": (_weights_do_not_fit, "num_gpus",
+                                   "--gpus: the weights of llama3.1-70b take 141.1 GB per GPU, more than the 21.6 GB usable on "
+                                   "1 x l4; use more GPUs (--gpus) or a smaller dtype (--dtype)"),
+    "weights do not fit (served request)": (_served_weights_do_not_fit, "num_gpus",
+                                            "use more GPUs (--gpus) or a smaller dtype (--dtype)"),
+    "workload of two loads": (_workload(rate=1.0, concurrency=2), "load",
+                              "give exactly one load: --rate R, --concurrency N or trace timestamps"),
+    "workload without a load": (_workload(), "load", "give exactly one load: --rate R, --concurrency N"),
+    "fixed lengths without tokens": (_workload(rate=1.0, output_tokens=None), "lengths", "fixed lengths need --prompt-tokens"),
+    "compare fixed without tokens": (lambda tmp: llmco2.compare("qwen2-0.5b", "h100", rate=1.0, background="fixed"), "background",
+                                     "--background: fixed lengths need --prompt-tokens and --gen-tokens"),
+    "compare serving_requests not a count": (lambda tmp: llmco2.compare("qwen2-0.5b", "h100", rate=1.0, serving_requests=4.5),
+                                             "serving_requests", "--serving-requests: must be a whole number from 1 to 1,000,000"),
     "folder without a cluster": (_file_job(folder=True), "requests", "give one file, or predict many with --cluster local"),
     "workers without a cluster": (_file_job(workers=2), "workers", "--workers only apply with --cluster"),
     "cluster with skip": (_file_job(address="local", on_error="skip"), "on_error", "(--on-error skip) by single-process"),
@@ -168,9 +195,6 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "prediction/checkpoint_file.py": (" unpickles it, which can run code; pass --trust if you trust where it came from",
                                       "; pass another --out", "llmco2 checkpoint convert {path} --trust"),
     "prediction/loading.py": ("the shipped default checkpoint is missing from this installation; pass --checkpoint",),
-    "serving/costs.py": ("; use more GPUs (--gpus) or a smaller dtype",),
-    "serving/workload.py": ("give exactly one load: --rate R, --concurrency N or trace timestamps",
-                            "fixed lengths need --prompt-tokens and --gen-tokens"),
 }
 #: Calls whose text arguments end up in a message.
 MESSAGE_CALLS = ("check_float", "check_int", "check_input_file", "check_output_path", "check_output_folder",

@@ -173,7 +173,7 @@ def test_kv_capacity_from_the_analytic_memory_model():
     assert m["kv_capacity_tokens"] == int((0.9 * gpu.memory_bytes - m["weight_bytes_per_gpu"]) // per_token)
     two = memory_budget(arch, gpu, Request(weight_dtype="bf16", num_gpus=2))
     assert two["kv_capacity_tokens"] > 2 * m["kv_capacity_tokens"]  # half the weights per GPU
-    with pytest.raises(InvalidInputError, match="--gpus"):
+    with pytest.raises(InvalidInputError, match=r"; use more GPUs \(`num_gpus`\) or a smaller dtype \(`dtype`\)$"):
         memory_budget(get_model("llama3.1-70b"), gpu, Request(weight_dtype="bf16"))
 
 

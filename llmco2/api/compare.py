@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -71,17 +72,23 @@ class Load:
     seed: int = 0
 
     def check(self) -> None:
+        """Exactly one load, and every number a number in its range (one line naming the parameter
+        otherwise: text, ``None`` where a number is needed, NaN and fractions of a count are refused)."""
+        from llmco2.serving.workload import MAX_TOKENS, finite_number, whole_number
+
         if (self.rate is None) == (self.concurrency is None):
             raise InvalidInputError("give exactly one load: a rate (requests/s) or a concurrency", field="rate")
-        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
-            raise InvalidInputError(f"must be a positive number of requests per second, got {self.rate}", field="rate")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise InvalidInputError(f"must be >= 1, got {self.concurrency}", field="concurrency")
-        if not 1 <= self.serving_requests <= MAX_SIMULATED_REQUESTS:
-            raise InvalidInputError(f"must be from 1 to {MAX_SIMULATED_REQUESTS:,}, got {self.serving_requests:,}",
-                                    field="serving_requests")
+        if self.rate is not None:
+            finite_number(self.rate, "rate", above=True, what="a positive number of requests per second")
+        if self.concurrency is not None:
+            whole_number(self.concurrency, "concurrency", 1)
+        whole_number(self.serving_requests, "serving_requests", 1, MAX_SIMULATED_REQUESTS)
+        whole_number(self.seed, "seed", 0)
+        for name in ("prompt_tokens", "generated_tokens"):
+            if getattr(self, name) is not None:
+                whole_number(getattr(self, name), name, 1, MAX_TOKENS)
         if self.background == "fixed" and (self.prompt_tokens is None or self.generated_tokens is None):
-            raise InvalidInputError("fixed lengths need prompt_tokens and generated_tokens", field="background")
+            raise InvalidInputError("fixed lengths need `prompt_tokens` and `generated_tokens`", field="background")
 
     def per_replica(self, dp: int) -> Any:
         """The workload one of ``dp`` replicas serves (:class:`llmco2.serving.workload.Workload`)."""
@@ -99,6 +106,20 @@ class Slo:
     ttft_s: float | None = None
     tpot_s: float | None = None
     percentile: float = 90.0
+
+
+def check_targets(max_gpus: Any, slo_ttft_s: Any, slo_tpot_s: Any, slo_percentile: Any) -> None:
+    """``max_gpus`` a whole number from 1 to 64, the latency targets ``None`` or positive seconds,
+    the percentile a number between 0 and 100 (one line naming the parameter otherwise)."""
+    from llmco2.serving.workload import finite_number, whole_number
+
+    whole_number(max_gpus, "max_gpus", 1, 64)
+    for name, target in (("slo_ttft_s", slo_ttft_s), ("slo_tpot_s", slo_tpot_s)):
+        if target is not None:
+            finite_number(target, name, above=True, what="a positive number of seconds, or None for no target")
+    if not (isinstance(slo_percentile, numbers.Real) and not isinstance(slo_percentile, (bool, np.bool_))
+            and 0 < slo_percentile < 100):
+        raise InvalidInputError(f"must be a number between 0 and 100, got {slo_percentile!r}", field="slo_percentile")
 
 
 def _quarter_growth(frame: pd.DataFrame) -> bool:
@@ -223,10 +244,7 @@ def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *,
     load = Load(rate=rate, concurrency=concurrency, background=background, prompt_tokens=prompt_tokens,
                 generated_tokens=generated_tokens, serving_requests=serving_requests, seed=seed)
     load.check()
-    if not 1 <= max_gpus <= 64:
-        raise InvalidInputError(f"must be from 1 to 64, got {max_gpus}", field="max_gpus")
-    if not 0 < slo_percentile < 100:
-        raise InvalidInputError(f"must be between 0 and 100, got {slo_percentile}", field="slo_percentile")
+    check_targets(max_gpus, slo_ttft_s, slo_tpot_s, slo_percentile)
     arch = get_model(model, approximate=opts.approximate)
     probe = load.per_replica(1)
     longest = int((probe.prompt_tokens + probe.output_tokens).max())

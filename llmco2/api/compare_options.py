@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 #: GPU counts tried per type (each up to ``max_gpus``).
 GPU_COUNTS = (1, 2, 4, 8)
+#: What a configuration whose weights do not fit suggests in its ``left_out`` line: plain words, as
+#: the line reads the same in Python and on the command line (``gpus`` is compare's GPU types).
+MEMORY_ADVICE = "use more GPUs or a smaller dtype"
 #: The modes ``compare``'s ``expert_parallel`` (``--ep``) accepts besides a degree N: ``auto`` offers
 #: the expert-parallel layouts of a mixture-of-experts model beside the others (nothing for a dense
 #: model), ``off`` none of them, ``only`` those alone (a dense model is refused).
@@ -135,6 +138,15 @@ def gpu_ids(gpus: str | Sequence[str]) -> list[str]:
     from llmco2.carbon.reports import COMPARE_GPUS
     from llmco2.specs import get_gpu, gpu_catalog
 
+    if not isinstance(gpus, str):
+        try:
+            names = list(gpus)
+        except TypeError:
+            names = [None]
+        if not all(isinstance(n, str) for n in names) or isinstance(gpus, (bytes, bytearray)):
+            raise InvalidInputError(f"must be GPU ids (a comma-separated text or a list of texts), datacentre or all, "
+                                    f"got {gpus!r}", field="gpus")
+        gpus = names
     if isinstance(gpus, str) and gpus.strip() in ("datacentre", "datacenter"):
         return list(COMPARE_GPUS)
     if isinstance(gpus, str) and gpus.strip() == "all":
@@ -159,7 +171,7 @@ def holds(arch: ModelArch, gpu: GPU, num_gpus: int, tp: int, ep: int, dtype: str
     req = Request(batch_size=1, prompt_tokens=1, generated_tokens=1, num_gpus=num_gpus, tensor_parallel=tp,
                   expert_parallel=ep, weight_dtype=dtype)
     validate_request(req, arch, gpu, check_context=False)
-    per_group = memory_budget(arch, gpu, req)["kv_capacity_tokens"] // req.attention_dp
+    per_group = memory_budget(arch, gpu, req, advice=MEMORY_ADVICE)["kv_capacity_tokens"] // req.attention_dp
     if per_group < longest_tokens:
         raise InvalidInputError(f"no KV room for a {longest_tokens}-token request", field="gpus")
 

@@ -23,6 +23,7 @@ FLAGS: dict[str, str] = {
     "carbon_intensity": "--carbon-intensity", "lifetime_years": "--lifetime-years", "checkpoint": "--checkpoint",
     "requests": "--requests", "out": "--out", "cluster": "--cluster", "workers": "--workers",
     "partition_rows": "--partition-rows", "rate": "--rate", "concurrency": "--concurrency", "gpus": "--gpus",
+    "num_gpus": "--gpus",
     "gpu": "--gpu", "model": "--model", "batch_size": "--batch-size", "prompt_tokens": "--prompt-tokens",
     "generated_tokens": "--gen-tokens", "gen_tokens": "--gen-tokens", "serving_requests": "--serving-requests",
     "sweep_gpus": "--sweep-gpus", "requests_count": "--requests-count", "lengths": "--lengths", "trust": "--trust",

@@ -19,11 +19,12 @@ import numpy as np
 import pandas as pd
 
 from llmco2.carbon.accounting import embodied_g, operational_g
+from llmco2.carbon.server_scope import check_scope
 from llmco2.errors import InvalidInputError
 from llmco2.serving.calibration import Calibration, calibrate
 from llmco2.serving.costs import GridCostModel, IterationCost, idle_power_w, memory_budget
 from llmco2.serving.simulator import Schedule, SchedulerConfig, simulate
-from llmco2.serving.workload import Workload
+from llmco2.serving.workload import Workload, finite_number, whole_number
 from llmco2.specs import GPU, ModelArch, Request, get_engine, get_gpu, get_model, validate_request
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,17 @@ def server_columns(schedule: Schedule, gpu: GPU, num_gpus: int, assumptions: dic
             "utilisation": a.utilisation, "embodied_non_gpu_g": a.embodied_non_gpu_g, "platform": plat.id}
 
 
+def check_limits(max_batch: Any, max_batched_tokens: Any, chunked_prefill: Any, energy_scale: Any) -> None:
+    """The engine limits and energy scale of :func:`serve`, before anything is simulated: whole numbers
+    from 1, a boolean (``"no"``, ``0`` or ``None`` is refused, not read as true or false) and a finite
+    positive number; one line naming the parameter otherwise."""
+    whole_number(max_batch, "max_batch", 1)
+    whole_number(max_batched_tokens, "max_batched_tokens", 1)
+    if not isinstance(chunked_prefill, (bool, np.bool_)):
+        raise InvalidInputError(f"must be True or False, got {chunked_prefill!r}", field="chunked_prefill")
+    finite_number(energy_scale, "energy_scale", above=True)
+
+
 def server_setup(model: str | ModelArch, gpu: str | GPU, num_gpus: int = 1, tp: int | None = None,
                  engine: str = "vllm", dtype: str = "bf16", ep: int | None = None) -> tuple[ModelArch, GPU, Request]:
     """Resolve and validate the server: (arch, gpu, a template request holding GPUs, their tensor- and
@@ -185,6 +197,10 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
 
     region_id = renamed("region_id", region_id, "region", region)
     pue_value = renamed("pue_value", pue_value, "pue", pue)
+    if not isinstance(workload, Workload):
+        raise InvalidInputError(f"must be a Workload (llmco2.make_workload), got {type(workload).__name__}", field="workload")
+    check_limits(max_batch, max_batched_tokens, chunked_prefill, energy_scale)
+    check_scope(scope)  # None too, as llmco2.predict refuses it (the default is "gpu")
 
     arch, dev, req = server_setup(model, gpu, num_gpus, tp, engine, dtype, ep)
     memory = memory_budget(arch, dev, req)
@@ -228,8 +244,8 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
     summary["embodied_g"] = float(frame["embodied_g"].sum()) if frame["embodied_g"].notna().all() else None
     summary["g_per_output_token"] = float(frame["total_g"].sum()) / summary["output_tokens"]
     assume.update(server={"model": arch.id, "gpu": dev.id, "num_gpus": num_gpus, "tensor_parallel": req.tensor_parallel,
-                          "engine": req.engine, "dtype": req.weight_dtype, "max_batch": max_batch,
-                          "max_batched_tokens": max_batched_tokens, "chunked_prefill": chunked_prefill,
+                          "engine": req.engine, "dtype": req.weight_dtype, "max_batch": config.max_batch,
+                          "max_batched_tokens": config.max_batched_tokens, "chunked_prefill": config.chunked_prefill,
                           "kv_capacity_tokens": int(memory["kv_capacity_tokens"]),
                           "weight_gb_per_gpu": memory["weight_bytes_per_gpu"] / 1e9,
                           "idle_w": idle_w, "idle_source": idle_source, "energy_scale": energy_scale,

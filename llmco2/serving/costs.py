@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 from llmco2.errors import InvalidInputError
 from llmco2.serving.grid_rows import PowerRow, power_row
 from llmco2.serving.merged_steps import MergedStepCost
+from llmco2.serving.workload import finite_number
 from llmco2.specs import GPU, ModelArch, Request
 from llmco2.specs.gpus import static_power_w
 
@@ -96,13 +97,19 @@ def idle_power_w(gpu: GPU, num_gpus: int) -> tuple[float, str]:
     return float(watts) * num_gpus, source
 
 
-def memory_budget(arch: ModelArch, gpu: GPU, request: Request) -> dict[str, float]:
+#: What :func:`memory_budget` suggests when the weights do not fit (the parameters of
+#: :func:`llmco2.serving.api.serve`; ``llmco2 predict --serving`` prints them as ``--gpus`` and ``--dtype``).
+MEMORY_ADVICE = "use more GPUs (`num_gpus`) or a smaller dtype (`dtype`)"
+
+
+def memory_budget(arch: ModelArch, gpu: GPU, request: Request, advice: str = MEMORY_ADVICE) -> dict[str, float]:
     """Weights per GPU (bytes), KV bytes per token per GPU and the KV capacity (tokens) of the server.
 
     From the analytic engine's memory model (:func:`llmco2.analytic.model.model_totals`):
     ``weight_bytes_per_gpu`` and ``kv_cache_bytes_per_gpu`` of a one-sequence request, with
     ``GPU_MEMORY_UTILIZATION`` of each GPU's memory usable, times the attention groups of an
-    expert-parallel server (``ep / tp``). Raises when the weights leave no room.
+    expert-parallel server (``ep / tp``). Raises when the weights leave no room, ending its message
+    with ``advice`` (by default the parameters of :func:`llmco2.serving.api.serve` that would help).
     """
     from llmco2.analytic.layer import LayerBatch, analyze_layers
     from llmco2.analytic.model import model_totals
@@ -116,7 +123,7 @@ def memory_budget(arch: ModelArch, gpu: GPU, request: Request) -> dict[str, floa
     if capacity < 1:
         raise InvalidInputError(
             f"the weights of {arch.id} take {weights / 1e9:.1f} GB per GPU, more than the {usable / 1e9:.1f} GB usable on "
-            f"{request.num_gpus} x {gpu.id}; use more GPUs (--gpus) or a smaller dtype", field="gpus")
+            f"{request.num_gpus} x {gpu.id}; {advice}", field="num_gpus")
     # with expert parallelism beyond the tensor-parallel group, each attention group keeps the KV of its
     # own sequences: the server holds one group's capacity per group (ep / tp)
     capacity *= request.attention_dp
@@ -155,6 +162,7 @@ class GridCostModel:
     merged: MergedStepCost | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "energy_scale", finite_number(self.energy_scale, "energy_scale", above=True))
         self._lb, self._lc = np.log(self.batches), np.log(self.contexts)
         floor = self.idle_w
         self._tables = {}

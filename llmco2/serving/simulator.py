@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
 from llmco2.serving.costs import IterationCost, decode_runner
-from llmco2.serving.workload import Workload
+from llmco2.serving.workload import Workload, finite_number, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,11 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "max_batched_tokens", "kv_capacity_tokens"):
-            if int(getattr(self, name)) < 1:
-                raise InvalidInputError(f"must be >= 1, got {getattr(self, name)}", field=name)
-        if self.idle_w < 0:
-            raise InvalidInputError(f"must be >= 0 W, got {self.idle_w}", field="idle_w")
+            object.__setattr__(self, name, whole_number(getattr(self, name), name, 1))
+        if not isinstance(self.chunked_prefill, (bool, np.bool_)):
+            raise InvalidInputError(f"must be True or False, got {self.chunked_prefill!r}", field="chunked_prefill")
+        object.__setattr__(self, "chunked_prefill", bool(self.chunked_prefill))
+        object.__setattr__(self, "idle_w", finite_number(self.idle_w, "idle_w", what="a finite number of W from 0"))
 
 
 @dataclass

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
+import numbers
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -18,10 +20,39 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
-from llmco2.specs.limits import MAX_SIMULATED_REQUESTS
+from llmco2.specs.limits import MAX_EXACT_INT, MAX_SIMULATED_REQUESTS, REQUEST_LIMITS
 
 log = logging.getLogger(__name__)
 LENGTH_SOURCES = ("conv", "code", "fixed")
+#: Most tokens of a prompt or an output (as for a request, :data:`llmco2.specs.limits.REQUEST_LIMITS`).
+MAX_TOKENS = REQUEST_LIMITS["prompt_tokens"]
+
+
+def whole_number(value: Any, name: str, minimum: int, maximum: int = MAX_EXACT_INT) -> int:
+    """``value`` as an int from ``minimum`` to ``maximum``: an integer (a NumPy one too) or a whole
+    finite float (``4.0``). Text, booleans, ``None``, fractions, NaN and other types are refused with
+    an :class:`InvalidInputError` naming ``name``."""
+    number = isinstance(value, numbers.Integral) or (
+        isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer())
+    if isinstance(value, (bool, np.bool_)) or not number or not minimum <= value <= maximum:
+        upto = f" to {maximum:,}" if maximum < MAX_EXACT_INT else ""
+        raise InvalidInputError(f"must be a whole number from {minimum:,}{upto}, got {value!r}", field=name)
+    return int(value)
+
+
+def finite_number(value: Any, name: str, minimum: float = 0.0, maximum: float = math.inf, *, above: bool = False,
+                  what: str = "") -> float:
+    """``value`` as a finite float from ``minimum`` (excluded when ``above``) to ``maximum``: a number
+    (a NumPy one too), never text, a boolean, ``None``, NaN or infinity; else an
+    :class:`InvalidInputError` naming ``name`` (``what``: the message's description of the range)."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    x = float(value) if number else math.nan
+    if not math.isfinite(x) or not (x > minimum if above else x >= minimum) or x > maximum:
+        if not what:
+            low = f"above {minimum:g}" if above else f"from {minimum:g}"
+            what = f"a finite number {low}" + (f" to {maximum:g}" if maximum < math.inf else "")
+        raise InvalidInputError(f"must be {what}, got {value!r}", field=name)
+    return x
 
 
 @dataclass(frozen=True)
@@ -46,15 +77,23 @@ class Workload:
         p, o = np.asarray(self.prompt_tokens), np.asarray(self.output_tokens)
         if p.ndim != 1 or p.shape != o.shape or len(p) == 0:
             raise InvalidInputError("prompt and output token arrays must be 1-D, equally long and non-empty", field="workload")
-        if (p < 1).any() or (o < 1).any():
-            raise InvalidInputError("every request needs >= 1 prompt token and >= 1 output token", field="workload")
+        if p.dtype.kind not in "iuf" or o.dtype.kind not in "iuf":
+            raise InvalidInputError("prompt and output token arrays must hold numbers", field="workload")
+        for tokens in (p, o):
+            if not (np.isfinite(tokens).all() and (tokens >= 1).all() and (tokens <= MAX_TOKENS).all()
+                    and (tokens == np.floor(tokens)).all()):
+                raise InvalidInputError(f"every request needs a whole number of prompt and output tokens from 1 to "
+                                        f"{MAX_TOKENS:,}", field="workload")
         if (self.arrival_s is None) == (self.concurrency is None):
             raise InvalidInputError("give either arrival times (open load) or a concurrency (closed loop), not both",
                                     field="load")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise InvalidInputError(f"concurrency must be >= 1, got {self.concurrency}", field="concurrency")
+        if self.concurrency is not None:
+            object.__setattr__(self, "concurrency", whole_number(self.concurrency, "concurrency", 1))
         if self.arrival_s is not None:
-            a = np.asarray(self.arrival_s, dtype=np.float64)
+            try:
+                a = np.asarray(self.arrival_s, dtype=np.float64)
+            except (TypeError, ValueError, OverflowError):
+                raise InvalidInputError("arrival times must be numbers", field="arrival_s") from None
             if a.shape != p.shape or not np.isfinite(a).all() or (np.diff(a) < 0).any() or (a < 0).any():
                 raise InvalidInputError("arrival times must be finite, >= 0 and non-decreasing, one per request",
                                         field="arrival_s")
@@ -91,8 +130,8 @@ def trace_lengths(which: str, n: int | None = None, seed: int = 0) -> tuple[NDAr
     output = z[f"{which}_output"].astype(np.int64)
     offsets = z[f"{which}_offsets"].astype(np.float64)
     if n is not None:
-        if not 1 <= n <= MAX_SIMULATED_REQUESTS:
-            raise InvalidInputError(f"must be from 1 to {MAX_SIMULATED_REQUESTS:,} requests, got {n:,}", field="requests_count")
+        n = whole_number(n, "requests_count", 1, MAX_SIMULATED_REQUESTS)
+        seed = whole_number(seed, "seed", 0)
         idx = np.random.default_rng(seed).integers(0, len(prompt), size=n)
         return prompt[idx], output[idx], np.sort(offsets[idx])
     return prompt, output, offsets
@@ -100,8 +139,8 @@ def trace_lengths(which: str, n: int | None = None, seed: int = 0) -> tuple[NDAr
 
 def poisson_arrivals(n: int, rate_per_s: float, seed: int = 0) -> NDArray[np.float64]:
     """Arrival times (s) of ``n`` requests of a Poisson process at ``rate_per_s``."""
-    if not rate_per_s > 0 or not np.isfinite(rate_per_s):
-        raise InvalidInputError(f"must be a positive number of requests per second, got {rate_per_s}", field="rate")
+    rate_per_s = finite_number(rate_per_s, "rate", above=True, what="a positive number of requests per second")
+    seed = whole_number(seed, "seed", 0)
     gaps = np.random.default_rng(seed).exponential(1.0 / rate_per_s, size=n)
     return np.cumsum(gaps) - gaps[0]
 
@@ -116,14 +155,25 @@ def make_workload(lengths: str = "conv", n: int | None = None, rate: float | Non
     ``timestamps`` replays the trace's own arrival times (whole trace, or the sorted offsets of the
     drawn requests).
     """
-    if n is not None and not 1 <= n <= MAX_SIMULATED_REQUESTS:
-        raise InvalidInputError(f"must be from 1 to {MAX_SIMULATED_REQUESTS:,} requests, got {n:,}", field="serving_requests")
+    if not isinstance(lengths, str):
+        raise InvalidInputError(f"must be one of {', '.join(LENGTH_SOURCES)}, got {lengths!r}", field="lengths")
+    if n is not None:
+        n = whole_number(n, "serving_requests", 1, MAX_SIMULATED_REQUESTS)
+    seed = whole_number(seed, "seed", 0)
+    if not isinstance(timestamps, (bool, np.bool_)):
+        raise InvalidInputError(f"must be True or False, got {timestamps!r}", field="timestamps")
     loads = sum(x is not None and x is not False for x in (rate, concurrency, timestamps or None))
     if loads != 1:
-        raise InvalidInputError("give exactly one load: --rate R, --concurrency N or trace timestamps", field="load")
+        raise InvalidInputError("give exactly one load: `rate=R`, `concurrency=N` or trace timestamps", field="load")
+    if rate is not None:
+        rate = finite_number(rate, "rate", above=True, what="a positive number of requests per second")
+    if concurrency is not None:
+        concurrency = whole_number(concurrency, "concurrency", 1)
     if lengths == "fixed":
         if prompt_tokens is None or output_tokens is None:
-            raise InvalidInputError("fixed lengths need --prompt-tokens and --gen-tokens", field="lengths")
+            raise InvalidInputError("fixed lengths need `prompt_tokens` and `output_tokens`", field="lengths")
+        prompt_tokens = whole_number(prompt_tokens, "prompt_tokens", 1, MAX_TOKENS)
+        output_tokens = whole_number(output_tokens, "output_tokens", 1, MAX_TOKENS)
         if timestamps:
             raise InvalidInputError("trace timestamps need a trace (conv or code) as the length source", field="load")
         count = n or 1000
@@ -140,7 +190,7 @@ def make_workload(lengths: str = "conv", n: int | None = None, rate: float | Non
     if concurrency is not None:
         return Workload(prompt, output, None, int(concurrency), f"{what}, closed loop of {concurrency} clients")
     if rate is not None:
-        return Workload(prompt, output, poisson_arrivals(len(prompt), float(rate), seed), None,
+        return Workload(prompt, output, poisson_arrivals(len(prompt), rate, seed), None,
                         f"{what}, Poisson arrivals at {rate:g} req/s")
     assert offsets is not None
     return Workload(prompt, output, offsets, None, f"{what}, trace timestamps")
