@@ -11,6 +11,7 @@ so that a message on a path these calls do not reach is caught too).
 from __future__ import annotations
 
 import ast
+import pickle
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -98,6 +99,29 @@ def _served_weights_do_not_fit(tmp: Path) -> Any:
     return serve_request(ServedRequest("llama3.1-70b", "l4", prompt_tokens=8, generated_tokens=8), ServerLoad(rate=1.0))
 
 
+def _pickle_checkpoint(tmp: Path) -> Path:
+    path = tmp / "old.pt"
+    path.write_bytes(pickle.dumps({"kind": "llmco2-gnn"}))
+    return path
+
+
+def _convert(trust: bool, dest: str | None = None) -> Callable[[Path], Any]:
+    def run(tmp: Path) -> Any:
+        from llmco2.prediction.checkpoint_file import convert_legacy
+
+        src = _pickle_checkpoint(tmp)
+        return convert_legacy(src, None if dest is None else tmp / dest, trust=trust)
+    return run
+
+
+def _requests_named(name: str, out: str | None) -> Callable[[Path], Any]:
+    def run(tmp: Path) -> Any:
+        src = _requests(tmp).rename(tmp / name)
+        target = None if out is None else str(src if out == "SRC" else tmp / out)
+        return llmco2.predict_file(llmco2.FileJob(requests=str(src), out=target))
+    return run
+
+
 def _workload(**args: Any) -> Callable[[Path], Any]:
     return lambda tmp: llmco2.make_workload(**{"lengths": "fixed", "n": 2, "prompt_tokens": 8, "output_tokens": 8, **args})
 
@@ -155,6 +179,14 @@ CASES: dict[str, tuple[Callable[[Path], Any], str, str]] = {
     "output is an input": (_not_an_input, "out", "it is the --checkpoint input, which this command reads; give another --out"),
     "lengths without fixed": (_form, "background", "--prompt-tokens and --gen-tokens apply with --background fixed"),
     "platform without scope": (_platform_without_scope, "platform", "(--scope server or --scope gpu)"),
+    "pickle checkpoint": (lambda tmp: llmco2.predict("qwen2-0.5b", "h100", **REQUEST, checkpoint=str(_pickle_checkpoint(tmp))),
+                          "checkpoint", "/old.pt --trust"),
+    "convert without trust": (_convert(trust=False), "trust", "unpickles it, which can run code; pass --trust if you trust"),
+    "convert onto itself": (_convert(trust=True, dest="old.pt"), "dest", "would overwrite"),
+    "requests without out": (_requests_named("requests.csv", None), "out", "--requests needs --out FILE.csv for the predictions"),
+    "out a gzipped parquet": (_requests_named("requests.csv", "o.parquet.gz"), "out",
+                              "Parquet compresses its own columns; give --out "),
+    "out is the requests file": (_requests_named("requests.csv", "SRC"), "out", ": it is the --requests file; give another --out"),
     "measure gpus": (_measure("gpus"), "gpus", "--gpus: must be comma-separated"),
     "measure model path": (_measure("model_path"), "model_path", "--model-path: must be MODEL=PATH"),
     "measure device": (_measure("device"), "device", "pass its catalog id as --device"),
@@ -181,6 +213,34 @@ def test_command_line_text_maps_every_form() -> None:
     assert command_line_text("the `source` input, `not_a_flag=3`") == "the source input, not_a_flag=3"
     assert command_line_text("no mention, a `` pair and a ``literal``") == "no mention, a `` pair and a ``literal``"
     assert all(f.startswith("--") for f in FLAGS.values())
+    call = "`llmco2.prediction.checkpoint_file.convert_legacy('/a b/old.pt', trust=True)`"
+    assert command_line_text(f"convert it once: {call}") == "convert it once: llmco2 checkpoint convert /a b/old.pt --trust"
+    assert command_line_text("`os.path.join('a')` and `convert_legacy(x)`") == "`os.path.join('a')` and `convert_legacy(x)`"
+
+
+def test_the_command_line_prints_the_conversion_command(tmp_path: Path) -> None:
+    from llmco2.prediction.checkpoint_file import CONVERT_HINT, convert_legacy
+
+    old = _pickle_checkpoint(tmp_path)
+    hint = CONVERT_HINT.format(path=str(old))
+    assert "convert_legacy(" in hint and "--" not in hint  # the library names the Python call
+    assert command_line_text(hint) == f"llmco2 checkpoint convert {old} --trust"
+    with pytest.raises(InvalidInputError) as caught:
+        llmco2.predict("qwen2-0.5b", "h100", **REQUEST, checkpoint=str(old))
+    assert f"convert it once: {hint}" in str(caught.value)
+    assert as_command_line(caught.value).endswith(f"convert it once: llmco2 checkpoint convert {old} --trust")
+    with pytest.raises(InvalidInputError, match="would overwrite"):
+        convert_legacy(old, old, trust=True)
+
+
+def test_a_missing_default_checkpoint_names_the_parameter(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from llmco2.prediction import loading
+
+    monkeypatch.setattr(loading, "default_checkpoint_path", lambda: tmp_path / "missing.safetensors")
+    with pytest.raises(InvalidInputError) as caught:
+        loading.checkpoint_path(None)
+    assert caught.value.field == "checkpoint" and "pass `checkpoint`" in str(caught.value)
+    assert as_command_line(caught.value).endswith("missing from this installation; pass --checkpoint")
 
 
 # -- static scan ------------------------------------------------------------------------------------
@@ -188,13 +248,8 @@ def test_command_line_text_maps_every_form() -> None:
 #: entry once its message names the parameter. ``hydra_app.py`` is a command line of its own (Hydra's
 #: ``--multirun``) and ``measure/plan.py``'s is its ``__main__`` (argparse's ``--out``).
 KNOWN: dict[str, tuple[str, ...]] = {
-    "api/files.py": ("--requests needs --out FILE.csv for the predictions", ": Parquet compresses its own columns; give --out ",
-                     ": it is the --requests file; give another --out"),
     "hydra_app.py": (": a sweep runs with --multirun (-m); for a list write ",),
     "measure/plan.py": ("--out",),
-    "prediction/checkpoint_file.py": (" unpickles it, which can run code; pass --trust if you trust where it came from",
-                                      "; pass another --out", "llmco2 checkpoint convert {path} --trust"),
-    "prediction/loading.py": ("the shipped default checkpoint is missing from this installation; pass --checkpoint",),
 }
 #: Calls whose text arguments end up in a message.
 MESSAGE_CALLS = ("check_float", "check_int", "check_input_file", "check_output_path", "check_output_folder",

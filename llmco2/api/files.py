@@ -241,14 +241,14 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
     from llmco2.specs import get_engine
 
     if not job.out:
-        raise InvalidInputError("--requests needs --out FILE.csv for the predictions", field="out")
+        raise InvalidInputError("`requests` needs `out='FILE.csv'` for the predictions", field="out")
     src = check_input_file(job.requests, "requests")
     out = check_output_path(job.out, "out")
     if is_gzip_output(out) and Path(out.stem).suffix.lower() in (".parquet", ".pq"):
-        raise InvalidInputError(f"cannot write {out}: Parquet compresses its own columns; give --out "
-                                f"{out.with_suffix('')} (or FILE.csv.gz for compressed CSV)", field="out")
+        raise InvalidInputError(f"cannot write {out}: Parquet compresses its own columns; give "
+                                f"`out={str(out.with_suffix(''))!r}` (or FILE.csv.gz for compressed CSV)", field="out")
     if out.resolve() == src.resolve():
-        raise InvalidInputError(f"cannot write {out}: it is the --requests file; give another --out", field="out")
+        raise InvalidInputError(f"cannot write {out}: it is the `requests` file; give another `out`", field="out")
     for written in (out, Path(f"{out}.totals.json"), Path(f"{out}.rejects.csv")):
         check_not_an_input(written, read_inputs(job), "out")
     engine = get_engine(job.options.engine).id

@@ -9,10 +9,17 @@ Example:
     'give either --intensity-file or --carbon-intensity, not both'
     >>> command_line_text("use `gpus=1`, or pass `approximate=True`; `on_error='skip'`")
     'use --gpus 1, or pass --approximate; --on-error skip'
+
+A call a message suggests (``convert it once: `llmco2.prediction.checkpoint_file.convert_legacy('old.pt',
+trust=True)```) is printed as the command that does the same (:data:`COMMANDS`):
+
+    >>> command_line_text("convert it once: `llmco2.prediction.checkpoint_file.convert_legacy('old.pt', trust=True)`")
+    'convert it once: llmco2 checkpoint convert old.pt --trust'
 """
 
 from __future__ import annotations
 
+import ast
 import re
 
 from llmco2.errors import InvalidInputError
@@ -34,9 +41,16 @@ FLAGS: dict[str, str] = {
     "approximate": "--approximate", "ignore_context": "--ignore-context", "act_dtype": "--act-dtype", "kv_dtype": "--kv-dtype",
     "tp": "--tp", "model_path": "--model-path", "device": "--device", "no_calibration": "--no-calibration",
     "causal": "--causal", "flash_attention": "--flash-attention", "chunked_prefill": "--chunked-prefill",
-    "dry_run": "--dry-run",
+    "dry_run": "--dry-run", "dest": "--out",
+}
+#: A library function a message suggests calling -> the command that does the same (its positional
+#: arguments as ``{0}``, ``{1}``, ...; its keyword arguments by name).
+COMMANDS: dict[str, str] = {
+    "convert_legacy": "llmco2 checkpoint convert {0} --trust",
 }
 
+#: A call named in a message's text: `module.function(arguments)`.
+_CALL = re.compile(r"`(?:[a-z][a-z0-9_]*\.)*([a-z_][a-z0-9_]*)\(([^`]*)\)`")
 #: A parameter named in a message's text: `name` or `name=value`.
 _MENTION = re.compile(r"(?<!`)`([a-z][a-z0-9_]*)(?:=([^`]*))?`(?!`)")
 
@@ -49,7 +63,8 @@ def flag_of(field: str | None) -> str | None:
 def command_line_text(text: str) -> str:
     """``text`` with each parameter it names between backticks written as the command line's flag:
     `name` -> ``--flag``, `name=True` -> ``--flag`` (a switch), `name='value'` -> ``--flag value``.
-    A name the command line has no flag for is printed as it is, without the backticks."""
+    A name the command line has no flag for is printed as it is, without the backticks. A call of
+    :data:`COMMANDS` (`module.function('arg', key=True)`) is written as its command."""
 
     def flag(match: re.Match[str]) -> str:
         name, value = match.group(1), match.group(2)
@@ -59,7 +74,24 @@ def command_line_text(text: str) -> str:
             return FLAGS[name]
         return f"{FLAGS[name]} {value.strip().strip(chr(39) + chr(34))}"
 
-    return _MENTION.sub(flag, text)
+    return _MENTION.sub(flag, _CALL.sub(_command, text))
+
+
+def _command(match: re.Match[str]) -> str:
+    """The command of a call in :data:`COMMANDS` whose arguments are literals (the call as it is
+    otherwise)."""
+    template = COMMANDS.get(match.group(1))
+    if template is None:
+        return match.group(0)
+    try:
+        call = ast.parse(f"f({match.group(2)})", mode="eval").body
+        if not isinstance(call, ast.Call):
+            return match.group(0)
+        args = [ast.literal_eval(a) for a in call.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+        return template.format(*args, **kwargs)
+    except (SyntaxError, ValueError, TypeError, IndexError, KeyError, MemoryError, RecursionError):
+        return match.group(0)
 
 
 def as_command_line(exc: InvalidInputError) -> str:

@@ -14,7 +14,8 @@ code. Both digests are checked on load, and the weights must be finite, so a cor
 NumPy and ``safetensors`` only, not torch.
 
 Files written by earlier llmco2 versions (``torch.save`` pickles, ``.pt``) are refused with the
-one-time conversion command; :func:`convert_legacy` loads one only when the caller trusts it.
+one-time conversion (:data:`CONVERT_HINT`; the command line prints its command, ``llmco2 checkpoint
+convert PATH --trust``); :func:`convert_legacy` loads one only when the caller trusts it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ CHECKPOINT_FORMAT = 2
 META_KEY = "llmco2"
 #: Largest safetensors header accepted (bytes); real ones are a few hundred KB at most.
 MAX_HEADER_BYTES = 64 << 20
-CONVERT_HINT = "llmco2 checkpoint convert {path} --trust"
+#: The one-time conversion of a pickle-based checkpoint at ``{path}``, as a call (the command line
+#: prints it as ``llmco2 checkpoint convert PATH --trust``: :data:`llmco2.cli.flags.COMMANDS`).
+CONVERT_HINT = "`llmco2.prediction.checkpoint_file.convert_legacy({path!r}, trust=True)`"
 #: Deepest nesting of lists and objects accepted in the metadata (real checkpoints reach about 6).
 MAX_META_DEPTH = 16
 
@@ -128,7 +131,7 @@ def _header(p: Path, blob: bytes) -> dict[str, Any]:
         if _looks_like_pickle(blob[:8]):
             raise InvalidInputError(
                 f"{p} is a pickle-based checkpoint (the format of earlier llmco2 versions), which can run code when loaded; "
-                f"it is not loaded. If you trust where it came from, convert it once: {CONVERT_HINT.format(path=p)}",
+                f"it is not loaded. If you trust where it came from, convert it once: {CONVERT_HINT.format(path=str(p))}",
                 field="checkpoint")
         raise InvalidInputError(f"{p} is not an llmco2 checkpoint (expected a safetensors file, got {len(blob)} bytes "
                                 "of something else)", field="checkpoint")
@@ -194,11 +197,11 @@ def convert_legacy(src: str | Path, dest: str | Path | None = None, *, trust: bo
     if not p.is_file():
         raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="checkpoint")
     if not trust:
-        raise InvalidInputError(f"converting {p} unpickles it, which can run code; pass --trust if you trust where it came from",
+        raise InvalidInputError(f"converting {p} unpickles it, which can run code; pass `trust=True` if you trust where it came from",
                                 field="trust")
     out = Path(dest) if dest is not None else p.with_suffix(CHECKPOINT_SUFFIX)
     if out.resolve() == p.resolve():
-        raise InvalidInputError(f"the converted checkpoint would overwrite {p}; pass another --out", field="out")
+        raise InvalidInputError(f"the converted checkpoint would overwrite {p}; pass another `dest`", field="dest")
     import torch
 
     try:

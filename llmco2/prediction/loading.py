@@ -37,7 +37,7 @@ def checkpoint_path(path: str | None = None) -> Path:
     p = Path(path) if path else default_checkpoint_path()
     if not p.is_file():
         if path is None:
-            raise InvalidInputError("the shipped default checkpoint is missing from this installation; pass --checkpoint",
+            raise InvalidInputError("the shipped default checkpoint is missing from this installation; pass `checkpoint`",
                                     field="checkpoint")
         raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="checkpoint")
     return p
