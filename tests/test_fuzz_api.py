@@ -177,10 +177,10 @@ def request_frames(draw: st.DrawFn) -> pd.DataFrame:
 def test_predict_frame(frame: pd.DataFrame, as_arrow: bool, options: dict[str, Any]) -> None:
     try:
         table = pa.Table.from_pandas(frame, preserve_index=False)
-    except ARROW_ERRORS:
-        event("a column Arrow cannot convert: test_predict_frame_of_mixed_columns")
-        return
-    given_frame: Any = table if as_arrow else frame
+    except ARROW_ERRORS:  # a column of mixed types: given as the DataFrame it is
+        event("a column Arrow cannot convert")
+        table = None
+    given_frame: Any = table if as_arrow and table is not None else frame
     result, error = _outcome(lambda: llmco2.predict_frame(given_frame, **options))
     if "flash_attention" in options and not _is_flag(options["flash_attention"]):
         assert error is not None
@@ -193,15 +193,30 @@ def test_predict_frame(frame: pd.DataFrame, as_arrow: bool, options: dict[str, A
             assert (out[column].to_numpy(dtype=float) >= 0).all(), column
 
 
-@pytest.mark.xfail(reason="llmco2/api/frames.py _as_table: pa.Table.from_pandas raises an Arrow error (ArrowInvalid, "
-                          "ArrowTypeError, ArrowNotImplementedError) for a column of mixed types, such as 'x' among "
-                          "integers; it should be an InvalidInputError naming the column", raises=ARROW_ERRORS, strict=False)
-@pytest.mark.parametrize("cell", ["x", b"x", 1 + 1j, object()])
+@pytest.mark.parametrize("cell", ["x", b"x", 1 + 1j, object(), [8], 10**25, True])
 def test_predict_frame_of_mixed_columns(cell: Any) -> None:
+    """A column Arrow cannot type is read as the text of its cells: the refusal names the column and
+    the line of the bad cell (line 3: the second row; a complex number makes the whole column complex)."""
     frame = pd.DataFrame({"model": ["qwen2-0.5b"] * 2, "gpu": ["h100"] * 2, "batch_size": [1, 2], "prompt_tokens": [64, 64],
                           "generated_tokens": [8, cell]})
     _, error = _outcome(lambda: llmco2.predict_frame(frame))
-    assert error is not None
+    assert error is not None and "generated_tokens" in str(error), str(error)
+    assert ("line 2" if isinstance(cell, complex) else "line 3") in str(error), str(error)
+
+
+@pytest.mark.parametrize("cell", ["8", 8.0, np.int64(8)])
+def test_a_mixed_column_of_valid_cells_is_read_as_a_request_file_would_be(cell: Any) -> None:
+    frame = pd.DataFrame({"model": ["qwen2-0.5b"] * 2, "gpu": ["h100"] * 2, "batch_size": [1, "1"], "prompt_tokens": [64, 64],
+                          "generated_tokens": [8, cell]})
+    result, error = _outcome(lambda: llmco2.predict_frame(frame))
+    assert error is None and result["total_j"].iloc[0] == result["total_j"].iloc[1], result
+    assert result["batch_size"].tolist() == [1, "1"]  # the input columns are returned as given
+
+
+def test_an_arrow_column_of_lists_names_the_column() -> None:
+    table = pa.table({"model": ["qwen2-0.5b"], "gpu": ["h100"], "batch_size": [[1]], "prompt_tokens": [64], "generated_tokens": [8]})
+    _, error = _outcome(lambda: llmco2.predict_frame(table))
+    assert error is not None and error.field == "batch_size", error
 
 
 @SETTINGS

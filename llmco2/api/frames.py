@@ -8,6 +8,7 @@ Units: energy in J, latency in s, carbon in g CO2eq.
 from __future__ import annotations
 
 import logging
+import numbers
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,8 +118,55 @@ def _as_table(frame: Any) -> tuple[Any, bool]:
     if isinstance(frame, pd.DataFrame):
         if len(set(map(str, frame.columns))) != len(frame.columns):
             raise InvalidInputError("a column appears more than once; keep one", field="frame")
-        return pa.Table.from_pandas(frame, preserve_index=False), True
+        try:
+            return pa.Table.from_pandas(frame, preserve_index=False), True
+        except (pa.ArrowException, OverflowError):  # a column Arrow cannot type: read its cells as text
+            names = [str(n) for n in frame.columns]
+            return pa.Table.from_arrays([_column(frame.iloc[:, i], n) for i, n in enumerate(names)], names=names), True
     raise InvalidInputError(f"must be a pandas DataFrame or a pyarrow Table, got {type(frame).__name__}", field="frame")
+
+
+def _column(series: Any, name: str) -> Any:
+    """The Arrow array of a DataFrame column; a column of mixed types (``'x'`` among integers) as
+    the text of its cells, so that the row reader names a bad cell as it does in a request file."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(series, from_pandas=True)
+    except (pa.ArrowException, OverflowError):
+        return _text_cells(series.tolist(), name)
+
+
+def _text_cells(values: list[Any], name: str) -> Any:
+    """Text of each cell of column ``name`` as Arrow writes it (``64``, ``1.5``, ``true``; missing:
+    null); a cell that is neither a real number nor text (bytes, a complex number, a list, any other
+    object) is refused with its line in a CSV of the table."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    texts: list[str | None] = []
+    floats: list[int] = []
+    for line, v in enumerate(values, start=2):
+        if isinstance(v, str):
+            texts.append(v)
+        elif isinstance(v, (bool, np.bool_)):
+            texts.append("true" if v else "false")
+        elif isinstance(v, numbers.Integral):
+            texts.append(str(int(v)))
+        elif isinstance(v, numbers.Real):
+            floats.append(len(texts))
+            texts.append(None)
+        elif v is None or v is pd.NA or v is pd.NaT:
+            texts.append(None)
+        else:
+            shown = repr(v)[:40].replace("\n", " ")
+            raise InvalidInputError(f"frame, line {line}: {shown} is of type {type(v).__name__}; a cell must be a number "
+                                    "or text", field=name)
+    as_text = pc.cast(pa.array([float(values[i]) for i in floats], pa.float64(), from_pandas=True), pa.string()).to_pylist()
+    for i, text in zip(floats, as_text, strict=True):
+        texts[i] = text
+    return pa.array(texts, pa.string())
 
 
 def _parse(table: Any, defaults: RowDefaults, hourly: bool) -> Any:
@@ -138,8 +186,11 @@ def _parse(table: Any, defaults: RowDefaults, hourly: bool) -> Any:
     if not table.num_rows:
         raise InvalidInputError("frame has a header but no requests", field="requests")
     cols = []
-    for c in table.columns:
-        text = c if pa.types.is_string(c.type) else pc.cast(c, pa.string())
+    for name, c in zip(header, table.columns, strict=True):
+        try:
+            text = c if pa.types.is_string(c.type) else pc.cast(c, pa.string())
+        except (pa.ArrowException, OverflowError):  # a list, a struct or bytes that are not UTF-8
+            raise InvalidInputError(f"frame's column holds {c.type}; its cells must be numbers or text", field=name) from None
         cols.append(pc.fill_null(text.combine_chunks(), pa.scalar("", pa.string())))
     batch = pa.RecordBatch.from_arrays(cols, names=header)
     lines = 2 + np.arange(table.num_rows, dtype=np.int64)
