@@ -329,6 +329,101 @@ def test_serve_takes_whole_floats_and_numpy_numbers() -> None:
     assert closed.concurrency == 2 and isinstance(closed.concurrency, int)
 
 
+# -- a request served under load (llmco2.api.server) ------------------------------------------------
+SERVED_ARGS = {"prompt_tokens": st.one_of(st.integers(1, 512), numbers), "generated_tokens": st.one_of(st.integers(1, 16), numbers),
+               "batch_size": st.one_of(st.integers(1, 3), numbers), "gpus": st.one_of(st.integers(1, 2), numbers),
+               "tp": st.one_of(st.none(), st.integers(1, 2), numbers), "dp": st.one_of(st.integers(1, 2), numbers),
+               "ep": st.one_of(st.none(), numbers)}
+LOAD_ARGS = {"concurrency": st.one_of(st.integers(1, 8), numbers), "rate": st.one_of(st.floats(0.1, 20.0), numbers),
+             "background": st.one_of(st.sampled_from(["conv", "code", "fixed"]), texts),
+             "serving_requests": st.one_of(st.integers(1, 16), numbers), "max_batch": st.one_of(st.integers(1, 64), numbers),
+             "max_batched_tokens": st.one_of(st.integers(1, 4096), numbers), "chunked_prefill": flags, "seed": numbers,
+             "calibration": flags}
+
+
+def _served(request_args: dict[str, Any], load_args: dict[str, Any]) -> Any:
+    from llmco2.api.server import ServedRequest, ServerLoad, serve_request
+
+    load = {"rate": 2.0, "serving_requests": 8, **load_args}
+    if "concurrency" in load_args and "rate" not in load_args:
+        load.pop("rate")
+    return serve_request(ServedRequest("qwen2-0.5b", "h100", **{"prompt_tokens": 64, "generated_tokens": 8, **request_args}),
+                         ServerLoad(**load))
+
+
+@SETTINGS
+@given(_some_of(SERVED_ARGS, most=2), _some_of(LOAD_ARGS, most=2))
+def test_serve_request(request_args: dict[str, Any], load_args: dict[str, Any]) -> None:
+    def short(name: str, value: Any) -> Any:  # every copy and background request is simulated: keep the run short
+        return 64 if name in ("batch_size", "serving_requests") and type(value) is int and value > 64 else value
+
+    request_args = {k: short(k, v) for k, v in request_args.items()}
+    load_args = {k: short(k, v) for k, v in load_args.items()}
+    result, error = _outcome(lambda: _served(request_args, load_args))
+    if any(name in load_args and not _is_flag(load_args[name]) for name in ("chunked_prefill", "calibration")):
+        assert error is not None
+    if error is None:
+        _finite(result, "served")
+        assert result["energy_j"]["total"] > 0 and isinstance(result["batch_size"], int)
+
+
+#: Values of another type, NaN, infinity or fractions given to ServedRequest and ServerLoad, and the
+#: parameter each refusal names (they raised TypeError or were used as given).
+SERVED_WRONG_TYPES = {
+    "concurrency='4'": ({}, {"rate": None, "concurrency": "4"}, "concurrency"),
+    "concurrency=nan": ({}, {"rate": None, "concurrency": math.nan}, "concurrency"),
+    "concurrency=2.5": ({}, {"rate": None, "concurrency": 2.5}, "concurrency"),
+    "concurrency=True": ({}, {"rate": None, "concurrency": True}, "concurrency"),
+    "rate='4'": ({}, {"rate": "4"}, "rate"), "rate=inf": ({}, {"rate": math.inf}, "rate"), "rate=[1]": ({}, {"rate": [1]}, "rate"),
+    "background=['conv']": ({}, {"background": ["conv"]}, "background"),
+    "background=array": ({}, {"background": np.array(["conv", "code"])}, "background"),
+    "serving_requests='8'": ({}, {"serving_requests": "8"}, "serving_requests"),
+    "serving_requests=4.5": ({}, {"serving_requests": 4.5}, "serving_requests"),
+    "serving_requests=10**9": ({}, {"serving_requests": 10**9}, "serving_requests"),
+    "max_batch='4'": ({}, {"max_batch": "4"}, "max_batch"), "max_batch=None": ({}, {"max_batch": None}, "max_batch"),
+    "max_batched_tokens=nan": ({}, {"max_batched_tokens": math.nan}, "max_batched_tokens"),
+    "chunked_prefill='no'": ({}, {"chunked_prefill": "no"}, "chunked_prefill"),
+    "chunked_prefill=0": ({}, {"chunked_prefill": 0}, "chunked_prefill"),
+    "calibration='yes'": ({}, {"calibration": "yes"}, "calibration"), "calibration=None": ({}, {"calibration": None}, "calibration"),
+    "seed='4'": ({}, {"seed": "4"}, "seed"), "seed=-1": ({}, {"seed": -1}, "seed"), "seed=0.5": ({}, {"seed": 0.5}, "seed"),
+    "prompt_tokens='64'": ({"prompt_tokens": "64"}, {}, "prompt_tokens"),
+    "prompt_tokens=nan": ({"prompt_tokens": math.nan}, {}, "prompt_tokens"),
+    "prompt_tokens=10**30": ({"prompt_tokens": 10**30}, {}, "prompt_tokens"),
+    "generated_tokens=inf": ({"generated_tokens": math.inf}, {}, "generated_tokens"),
+    "generated_tokens=None": ({"generated_tokens": None}, {}, "generated_tokens"),
+    "batch_size=1.5": ({"batch_size": 1.5}, {}, "batch_size"), "batch_size=True": ({"batch_size": True}, {}, "batch_size"),
+    "gpus='2'": ({"gpus": "2"}, {}, "gpus"), "gpus=0": ({"gpus": 0}, {}, "gpus"),
+    "tp='1'": ({"tp": "1"}, {}, "tp"), "tp=nan": ({"tp": math.nan}, {}, "tp"),
+    "dp='1'": ({"dp": "1"}, {}, "dp"), "dp=0": ({"dp": 0}, {}, "dp"),
+    "ep=1.5": ({"ep": 1.5}, {}, "ep"), "ep=[1]": ({"ep": [1]}, {}, "ep"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SERVED_WRONG_TYPES))
+def test_serve_request_refuses_values_of_another_type(name: str) -> None:
+    request_args, load_args, field = SERVED_WRONG_TYPES[name]
+    _, error = _outcome(lambda: _served(request_args, load_args))
+    assert error is not None and error.field == field, (error, error and error.field)
+
+
+def test_serve_request_takes_whole_floats_and_numpy_numbers() -> None:
+    """Whole floats and NumPy numbers are taken, as ints where the parameter counts something."""
+    from llmco2.api.server import ServedRequest, ServerLoad
+
+    request = ServedRequest("qwen2-0.5b", "h100", prompt_tokens=64.0, generated_tokens=np.int64(8), batch_size=np.int32(2),
+                            gpus=2.0, tp=np.int64(1), dp=np.int64(2), ep=None)
+    load = ServerLoad(concurrency=np.int64(4), serving_requests=8.0, max_batch=np.int64(16), max_batched_tokens=512.0,
+                      chunked_prefill=np.bool_(False), seed=np.uint8(3), calibration=np.bool_(True))
+    for value in (request.prompt_tokens, request.generated_tokens, request.batch_size, request.gpus, request.tp, request.dp,
+                  load.concurrency, load.serving_requests, load.max_batch, load.max_batched_tokens, load.seed):
+        assert type(value) is int, (value, type(value))
+    assert load.chunked_prefill is False and load.calibration is True
+    assert ServerLoad(rate=np.float32(2.0)).rate == 2.0
+    record = _served({"prompt_tokens": 64.0, "batch_size": np.int64(2)}, {"rate": None, "concurrency": 4.0, "seed": np.int64(1)})
+    assert record["serving"]["load"]["concurrency"] == 4 and isinstance(record["serving"]["load"]["concurrency"], int)
+    assert record["batch_size"] == 2 and isinstance(record["batch_size"], int)
+
+
 # -- llmco2.compare ----------------------------------------------------------------------------------
 # As with serve: numbers of any value here; values of another type are in COMPARE_WRONG_TYPES.
 floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 10**6), st.none())

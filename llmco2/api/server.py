@@ -16,17 +16,17 @@ Example:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from llmco2.api.options import Assumptions, RequestOptions
 from llmco2.errors import InvalidInputError
-from llmco2.specs.limits import MAX_SIMULATED_REQUESTS
+from llmco2.serving.workload import finite_number, whole_number
+from llmco2.specs.limits import MAX_SIMULATED_REQUESTS, REQUEST_LIMITS
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from llmco2.specs import GPU, ModelArch
 
 BACKGROUNDS = ("conv", "code", "fixed")
@@ -54,6 +54,16 @@ class ServedRequest:
     tp: int | None = None
     dp: int = 1
     ep: int | None = None
+
+    def __post_init__(self) -> None:
+        """Each count a whole number in its range (a whole float or a NumPy integer is taken as an int);
+        any other type, NaN or a fraction is refused naming the parameter."""
+        for name, limit in (("prompt_tokens", "prompt_tokens"), ("generated_tokens", "generated_tokens"),
+                            ("batch_size", "batch_size"), ("gpus", "num_gpus"), ("dp", "num_gpus")):
+            object.__setattr__(self, name, whole_number(getattr(self, name), name, 1, REQUEST_LIMITS[limit]))
+        for name, limit in (("tp", "tensor_parallel"), ("ep", "expert_parallel")):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, whole_number(getattr(self, name), name, 1, REQUEST_LIMITS[limit]))
 
     @property
     def replica_gpus(self) -> int:
@@ -86,29 +96,43 @@ class ServerLoad:
     seed: int = 0
     calibration: bool = True
 
+    def __post_init__(self) -> None:
+        """Each number of its type and in its range (whole floats and NumPy numbers are numbers),
+        ``background`` a text and the switches booleans; else refused naming the parameter.
+        Whether exactly one load is given is :func:`check_load`'s."""
+        if self.concurrency is not None:
+            object.__setattr__(self, "concurrency", whole_number(self.concurrency, "concurrency", 1))
+        if self.rate is not None:
+            rate = finite_number(self.rate, "rate", above=True, what="a positive number of requests per second")
+            if rate < MIN_RATE:
+                raise InvalidInputError(f"{rate:g} requests/s is below {MIN_RATE:g} (one request a day): the server would idle "
+                                        f"for {1 / rate:.3g} s between requests and charge that idle energy to them", field="rate")
+            object.__setattr__(self, "rate", rate)
+        if not isinstance(self.background, str) or self.background not in BACKGROUNDS:
+            raise InvalidInputError(f"must be one of {', '.join(BACKGROUNDS)}, got {self.background!r}", field="background")
+        n = whole_number(self.serving_requests, "serving_requests", 1)
+        if n > MAX_SIMULATED_REQUESTS:
+            raise InvalidInputError(f"must be from 1 to {MAX_SIMULATED_REQUESTS:,} requests, got {n:,}", field="serving_requests")
+        object.__setattr__(self, "serving_requests", n)
+        for name in ("max_batch", "max_batched_tokens"):
+            object.__setattr__(self, name, whole_number(getattr(self, name), name, 1))
+        object.__setattr__(self, "seed", whole_number(self.seed, "seed", 0))
+        for name in ("chunked_prefill", "calibration"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):
+                raise InvalidInputError(f"must be True or False, got {value!r}", field=name)
+            object.__setattr__(self, name, bool(value))
+
 
 def check_load(request: ServedRequest, load: ServerLoad) -> None:
     """The load and request a served prediction needs (one line naming the parameter when not)."""
+    if not isinstance(request, ServedRequest):
+        raise InvalidInputError(f"must be a ServedRequest, got {type(request).__name__}", field="request")
+    if not isinstance(load, ServerLoad):
+        raise InvalidInputError(f"must be a ServerLoad, got {type(load).__name__}", field="load")
     if (load.concurrency is None) == (load.rate is None):
         raise InvalidInputError("give exactly one load: `concurrency=N` or `rate=R`", field="serving")
-    if load.concurrency is not None and load.concurrency < 1:
-        raise InvalidInputError(f"must be >= 1, got {load.concurrency}", field="concurrency")
-    if load.rate is not None and not (math.isfinite(load.rate) and load.rate > 0):
-        raise InvalidInputError(f"must be a positive number of requests per second, got {load.rate}", field="rate")
-    if load.rate is not None and load.rate < MIN_RATE:
-        raise InvalidInputError(f"{load.rate:g} requests/s is below {MIN_RATE:g} (one request a day): the server would idle for "
-                                f"{1 / load.rate:.3g} s between requests and charge that idle energy to them", field="rate")
-    if not 1 <= load.serving_requests <= MAX_SIMULATED_REQUESTS:
-        raise InvalidInputError(f"must be from 1 to {MAX_SIMULATED_REQUESTS:,} requests, got {load.serving_requests:,}",
-                                field="serving_requests")
-    if load.background not in BACKGROUNDS:
-        raise InvalidInputError(f"must be one of {', '.join(BACKGROUNDS)}, got {load.background!r}", field="background")
-    for name in ("prompt_tokens", "generated_tokens"):
-        if getattr(request, name) < 1:
-            raise InvalidInputError(f"must be >= 1, got {getattr(request, name)}", field=name)
-    if request.batch_size < 1:
-        raise InvalidInputError(f"must be >= 1, got {request.batch_size}", field="batch_size")
-    if request.dp < 1 or request.gpus % request.dp:
+    if request.gpus % request.dp:
         raise InvalidInputError(f"the {request.dp} data-parallel replicas must share the {request.gpus} GPUs evenly "
                                 "(GPUs = replicas x GPUs per replica)", field="dp")
     if load.concurrency is not None and load.concurrency < request.dp:
