@@ -29,13 +29,10 @@ MEASURED = """\
 
 Only rows with more than one GPU change. Through host memory (RTX 4090) an all-reduce gets half the
 PCIe figure and 2 (tp - 1) x 1.9 us more latency than over NVLink; with peer-to-peer (L40S) the bandwidth
-is unchanged and the latency grows by 2 (tp - 1) x 0.4 us. The network term itself is unchanged: it charges
-an all-reduce of a message of S bytes (tp - 1) / tp x S per GPU over eta_network (0.7) x the quoted
-bidirectional figure, whereas a ring all-reduce moves 2 (tp - 1) / tp x S each way over a link that carries
-half the bidirectional figure each way, 4 times as much per quoted byte/s: bandwidth-bound all-reduces (long
-prefills, large decode batches) stay about 4 x 0.7 = 2.8 times cheaper than a ring at the link's full rate on
-every link, NVLink included. Changing that convention needs a refit of eta_network and would move every
-NVLink prediction; it is left as it is here.
+is unchanged and the latency grows by 2 (tp - 1) x 0.4 us. On every link the network term charges what a
+ring all-reduce sends: 2 (tp - 1) / tp x S for a message of S bytes, over one direction of the link (half
+the quoted bidirectional figure) at eta_network 0.7 (`llmco2.specs.links`). "Before" runs the same network
+term over the catalog's interconnect figure as if it were NVLink.
 
 ## Published measurements beside these
 
