@@ -183,3 +183,20 @@ def test_link_rows_evaluate_each_gpu_and_degree_once() -> None:
     assert np.array_equal(rows, LinkRows.of(list(gpus)))  # as tests compare the fields of HardwareRows
     empty = LinkRows.of([])
     assert empty.allreduce(np.zeros(0))[0].shape == (0,)
+
+
+@pytest.mark.parametrize(("gpu_id", "tp"), [("h100-sxm", 8), ("a100-40gb", 4), ("l40s", 4)])
+def test_an_all_reduce_sends_a_ring_s_bytes_over_one_direction_of_the_link(gpu_id: str, tp: int) -> None:
+    """Golden: a prefill of 2048 tokens of Llama-3.1-8B (hidden 4096, 32 layers, bf16) at tensor parallelism
+    ``tp``: each of its 2 all-reduces a layer sends 2 (tp - 1) / tp x S bytes, S = 2048 x 4096 x 2 bytes,
+    over half the quoted bidirectional link (NCCL's bus-bandwidth convention), plus the path's latency."""
+    gpu = get_gpu(gpu_id)
+    shapes = step_shapes(_items(gpu_id, tp, batch=1, prompt=2048), "prefill")
+    message = 2048 * 4096 * 2
+    ring = 2 * (tp - 1) / tp * message
+    wire_s = 2 * 32 * ring / (0.5 * allreduce_bandwidth_bytes_per_s(gpu, tp))
+    latency_s = 2 * 32 * allreduce_extra_latency_s(gpu, tp)
+    assert shapes.network_s.sum() == pytest.approx(wire_s + latency_s, rel=1e-9)
+    # the paper's network bytes (the reduce-scatter alone) stay the analytic feature
+    a = analyze_layers(LayerBatch.from_items(_items(gpu_id, tp, batch=1, prompt=2048), validate=False))
+    assert float(a.costs["prefill"]["all_reduce_attn"].net_bytes[0]) == pytest.approx((tp - 1) / tp * message, rel=1e-12)

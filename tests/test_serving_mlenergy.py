@@ -67,3 +67,21 @@ def test_a_task_without_public_prompt_lengths_keeps_the_trace_prompts():
 
     prompt, _ = lengths("sourcegraph-fim", 300.0, 2000, 7, 100_000)
     assert np.array_equal(prompt, np.minimum(trace_lengths("code", 2000, 7)[0], 50_000))
+
+
+def test_v3_expert_parallel_rows_are_simulated_as_they_ran(shared_data):
+    """ML.ENERGY v3's MoE rows ran vLLM with --enable-expert-parallel over all GPUs (EP = TP): the server
+    holds each expert whole on one GPU, and the dense rows keep plain tensor parallelism."""
+    path = shared_data / "datacenter" / "mlenergy_v3_2025.csv"
+    if not path.exists():
+        pytest.skip(f"{path} is not in this copy of the shared data")
+    from llmco2.serving.mlenergy import load_rows, server_case
+
+    rows, _ = load_rows()
+    v3 = rows[rows["release"] == "v3"]
+    moe = v3[v3["expert_parallel"] > 1].iloc[0]
+    case = server_case(moe)
+    assert case.request.expert_parallel == case.request.num_gpus == int(moe["num_devices"]) > 1
+    assert case.request.tensor_parallel == case.request.num_gpus
+    dense = v3[(v3["expert_parallel"] == 1) & (v3["num_devices"] > 1)].iloc[0]
+    assert server_case(dense).request.expert_parallel == 1
