@@ -94,8 +94,8 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     table.add_argument("--tp", type=int, default=1)
     table.add_argument("--json", action="store_true")
 
-    cat = sub.add_parser("catalog", help="list the GPUs and models llmco2 knows")
-    cat.add_argument("which", choices=("gpus", "models"))
+    cat = sub.add_parser("catalog", help="list the GPUs, models and engines llmco2 knows")
+    cat.add_argument("which", choices=("gpus", "models", "engines"))
     cat.add_argument("--json", action="store_true")
     handlers.update({
         ("analyze", "attention"): cmd_analyze_attention,
@@ -319,9 +319,16 @@ def cmd_analyze_table(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
-    from llmco2.specs import gpu_catalog, model_catalog
+    from llmco2.specs import engine_catalog, gpu_catalog, model_catalog
 
-    if args.which == "gpus":
+    if args.which == "engines":  # the --engine values and the host-overhead priors a new engine starts from
+        rows = [
+            {"id": e.id, "name": e.name, "cuda_graphs": e.cuda_graphs, "continuous_batching": e.continuous_batching,
+             "launch_us": e.launch_overhead_us, "step_ms": e.step_overhead_ms, "sequence_us": e.sequence_overhead_us,
+             "aliases": list(e.aliases)}
+            for e in engine_catalog()
+        ]
+    elif args.which == "gpus":
         rows = [
             {"id": g.id, "name": g.name, "memory_gb": g.memory_size_gb, "bandwidth_gb_s": g.memory_bandwidth_gb_s,
              "fp16_tflops": g.peak_dense_tops.get("fp16"), "interconnect_gb_s": g.interconnect_bandwidth_gb_s,
@@ -342,10 +349,11 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title=f"llmco2 {args.which}")
-    for key in rows[0]:
+    keys = [k for k, v in rows[0].items() if not isinstance(v, list)]  # lists (an engine's aliases) only in --json
+    for key in keys:
         table.add_column(key)
     for row in rows:
-        table.add_row(*("-" if v is None else str(v) for v in row.values()))
+        table.add_row(*("-" if row[k] is None else str(row[k]) for k in keys))
     Console().print(table)
     return 0
 
