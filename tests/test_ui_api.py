@@ -234,3 +234,18 @@ def test_the_page_takes_the_scope(client: TestClient) -> None:
         got = answer.json()["options"][0]
         assert got["scope"] == scope
         assert got["g_per_output_token"] == pytest.approx(expected["g_per_output_token"].iloc[0], rel=1e-12)
+
+
+def test_the_page_takes_expert_parallelism_and_the_degrees(client: TestClient) -> None:
+    """The form's expert parallelism (auto, off, only or a degree) and tp/dp reach llmco2.compare as the
+    command's --ep/--tp/--dp do."""
+    form = {"model": "qwen3-30b-a3b", "gpus": "h100", "concurrency": "4", "max_gpus": "2", "serving_requests": "30"}
+    for ep, tp in (("only", ""), ("off", "2"), ("2", "")):
+        answer = client.post("/api/compare", data={**form, "expert_parallel": ep, **({"tp": tp} if tp else {})})
+        assert answer.status_code == 200, answer.text
+        expected = llmco2.compare("qwen3-30b-a3b", gpus="h100", concurrency=4, max_gpus=2, serving_requests=30,
+                                  expert_parallel=int(ep) if ep.isdigit() else ep, **({"tp": int(tp)} if tp else {}))
+        assert [r["label"] for r in answer.json()["options"]] == expected["label"].tolist()
+        assert [r["expert_parallel"] for r in answer.json()["options"]] == expected["expert_parallel"].tolist()
+    bad = client.post("/api/compare", data={**form, "expert_parallel": "sometimes"})
+    assert bad.status_code == 400 and bad.json()["parameter"] == "expert_parallel"

@@ -28,11 +28,11 @@ from llmco2.specs.limits import MAX_EXACT_INT
 #: in seconds (the command's default simulates more).
 UI_SERVING_REQUESTS = 200
 #: Text fields of the form passed as they are (an empty one is left out: the default applies).
-TEXT_FIELDS = ("gpus", "background", "engine", "dtype", "region", "pue", "scope")
+TEXT_FIELDS = ("gpus", "background", "engine", "dtype", "region", "pue", "scope", "expert_parallel")
 #: Number fields: API parameter -> type.
 NUMBER_FIELDS: dict[str, type] = {
     "rate": float, "concurrency": int, "prompt_tokens": int, "generated_tokens": int, "slo_ttft_s": float,
-    "slo_tpot_s": float, "slo_percentile": float, "max_gpus": int, "serving_requests": int, "seed": int,
+    "slo_tpot_s": float, "slo_percentile": float, "max_gpus": int, "tp": int, "dp": int, "serving_requests": int, "seed": int,
     "carbon_intensity": float, "lifetime_years": float,
 }
 #: Every field the form may send (the model is given apart: an id, or an uploaded config.json).
@@ -79,6 +79,8 @@ def read_compare_form(form: Mapping[str, Any]) -> dict[str, Any]:
     for name, kind in NUMBER_FIELDS.items():
         if name in given:
             out[name] = number(given[name], kind, name)
+    if out.get("expert_parallel", "").isdigit():  # a degree, as `--ep N`; else auto, off or only
+        out["expert_parallel"] = number(out["expert_parallel"], int, "expert_parallel")
     if out.get("background", "conv") != "fixed" and ("prompt_tokens" in out or "generated_tokens" in out):
         raise InvalidInputError("`prompt_tokens` and `generated_tokens` apply with `background='fixed'`", field="background")
     return out

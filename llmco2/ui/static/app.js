@@ -75,7 +75,7 @@ function formData() {
   put(loadKind(), $("load").value);
   put("background", $("background").value);
   if ($("background").value === "fixed") { put("prompt_tokens", $("prompt_tokens").value); put("generated_tokens", $("generated_tokens").value); }
-  for (const id of ["max_gpus", "slo_ttft_s", "slo_tpot_s", "slo_percentile", "region", "carbon_intensity", "pue",
+  for (const id of ["max_gpus", "expert_parallel", "slo_ttft_s", "slo_tpot_s", "slo_percentile", "region", "carbon_intensity", "pue",
     "lifetime_years", "scope", "engine", "dtype", "serving_requests", "seed"]) put(id, $(id).value);
   return data;
 }
