@@ -1,4 +1,4 @@
-"""Each request row's all-reduce link, as arrays for the step physics' network term.
+"""Each request row's all-reduce link, as arrays for the step physics' network term, and the bytes a collective puts on it.
 
 The formulas are :mod:`llmco2.specs.links`' (one GPU at one tensor-parallel degree); this module only
 evaluates them once per distinct (GPU, degree) pair of a batch of rows and spreads the values back.
@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 from llmco2.analytic.experts import all_to_all_rows
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis
 from llmco2.specs.gpus import GPU
-from llmco2.specs.links import allreduce_bandwidth_bytes_per_s, allreduce_extra_latency_s
+from llmco2.specs.links import RING_ALLREDUCE_PASSES, allreduce_bandwidth_bytes_per_s, allreduce_extra_latency_s
 
 Array = NDArray[np.float64]
 
@@ -82,3 +82,13 @@ def collectives_per_layer(a: LayerAnalysis) -> Array:
         return count
     mlp = a.present[A2A_SLOT].astype(np.float64)
     return count + np.where(a2a, 2.0 + (a.batch.tp > 1) - mlp, 0.0)
+
+
+def wire_bytes(net_bytes: Array, ring_part: Array | None = None) -> Array:
+    """Bytes each GPU sends on one direction of its link for a collective slot whose analytic network
+    bytes (the paper's, :mod:`llmco2.analytic.kernels`) are ``net_bytes``: a ring all-reduce sends
+    :data:`~llmco2.specs.links.RING_ALLREDUCE_PASSES` times them (a reduce-scatter and an all-gather), an
+    expert all-to-all's dispatch and combine bytes once. ``ring_part`` (the MLP slot of rows that hold
+    both) caps the share of ``net_bytes`` that is an all-reduce; ``None``: all of it."""
+    ring = net_bytes if ring_part is None else np.minimum(net_bytes, ring_part)
+    return RING_ALLREDUCE_PASSES * ring + (net_bytes - ring)

@@ -71,10 +71,10 @@ from llmco2.analytic.experts import all_to_all_rows, rank_batch
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis, LayerBatch, analyze_layers
 from llmco2.analytic.model import head_costs
 from llmco2.analytic.quantised import kernel_launches
-from llmco2.physics.link_rows import A2A_SLOT, LinkRows, collectives_per_layer
+from llmco2.physics.link_rows import A2A_SLOT, LinkRows, collectives_per_layer, wire_bytes
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id
 from llmco2.specs.gpus import static_power_w
-from llmco2.specs.links import ONE_DIRECTION_SHARE, RING_ALLREDUCE_PASSES
+from llmco2.specs.links import ONE_DIRECTION_SHARE
 from llmco2.specs.memory import dram_pj_per_byte
 
 Array = NDArray[np.float64]
@@ -305,16 +305,6 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
                       collectives * b.layers, rank_batch(b).astype(np.float64), b.num_gpus.astype(np.float64),
                       b.tdp_w.astype(np.float64), hw.idle_w, b.mem_bw_bytes_per_s.astype(np.float64),
                       b.moe.astype(np.float64), list(engines), hw.node_nm, hw.peak16_ops_per_s, hw.dram_pj_per_byte)
-
-
-def wire_bytes(net_bytes: Array, ring_part: Array | None = None) -> Array:
-    """Bytes each GPU sends on one direction of its link for a collective slot whose analytic network
-    bytes (the paper's, :mod:`llmco2.analytic.kernels`) are ``net_bytes``: a ring all-reduce sends
-    :data:`~llmco2.specs.links.RING_ALLREDUCE_PASSES` times them (a reduce-scatter and an all-gather), an
-    expert all-to-all's dispatch and combine bytes once. ``ring_part`` (the MLP slot of rows that hold
-    both) caps the share of ``net_bytes`` that is an all-reduce; ``None``: all of it."""
-    ring = net_bytes if ring_part is None else np.minimum(net_bytes, ring_part)
-    return RING_ALLREDUCE_PASSES * ring + (net_bytes - ring)
 
 
 def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = False,
