@@ -167,3 +167,20 @@ def test_baseline_checkpoints_refuse_pickles_and_foreign_types(tmp_path: Path) -
     with pytest.raises(InvalidInputError, match="never contains"):
         BASELINES["gbt"].load(foreign)
     assert not marker.exists()
+
+
+def test_converting_a_missing_checkpoint_names_the_path_it_was_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``convert_legacy``'s missing source names its parameter ``src``; ``llmco2 checkpoint convert`` has no
+    --checkpoint flag, so the command line names its positional ``path``."""
+    from llmco2.cli import main
+    from llmco2.prediction.checkpoint_file import convert_legacy
+
+    with pytest.raises(InvalidInputError, match="no such checkpoint") as info:
+        convert_legacy(tmp_path / "old.pt", trust=True)
+    assert info.value.field == "src"
+    try:
+        code = main(["checkpoint", "convert", str(tmp_path / "old.pt")])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("llmco2: error: path: no such checkpoint") and "--checkpoint" not in err[0]

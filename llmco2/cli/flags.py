@@ -55,9 +55,14 @@ _CALL = re.compile(r"`(?:[a-z][a-z0-9_]*\.)*([a-z_][a-z0-9_]*)\(([^`]*)\)`")
 _MENTION = re.compile(r"(?<!`)`([a-z][a-z0-9_]*)(?:=([^`]*))?`(?!`)")
 
 
+#: API parameters that a command takes as a positional argument -> its name in the command's usage.
+POSITIONALS: dict[str, str] = {"src": "path"}
+
+
 def flag_of(field: str | None) -> str | None:
-    """The flag of an API parameter (the field itself where the command line has no flag for it)."""
-    return FLAGS.get(field, field) if field else field
+    """The flag of an API parameter, or the positional argument that stands for it (the field itself
+    where the command line has neither)."""
+    return FLAGS.get(field, POSITIONALS.get(field, field)) if field else field
 
 
 def command_line_text(text: str) -> str:

@@ -195,7 +195,7 @@ def convert_legacy(src: str | Path, dest: str | Path | None = None, *, trust: bo
     a full unpickle only where that fails. Needs torch."""
     p = Path(src)
     if not p.is_file():
-        raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="checkpoint")
+        raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="src")
     if not trust:
         raise InvalidInputError(f"converting {p} unpickles it, which can run code; pass `trust=True` if you trust where it came from",
                                 field="trust")
@@ -211,9 +211,9 @@ def convert_legacy(src: str | Path, dest: str | Path | None = None, *, trust: bo
         try:
             state = torch.load(p, map_location="cpu", weights_only=False)
         except Exception as exc2:  # noqa: BLE001 - any unreadable file is the user's input error
-            raise InvalidInputError(f"{p} is not an llmco2 checkpoint ({type(exc2).__name__})", field="checkpoint") from None
+            raise InvalidInputError(f"{p} is not an llmco2 checkpoint ({type(exc2).__name__})", field="src") from None
     if not isinstance(state, dict) or state.get("kind") != "llmco2-gnn" or not isinstance(state.get("state_dict"), Mapping):
-        raise InvalidInputError(f"{p} is not an llmco2 GNN checkpoint", field="checkpoint")
+        raise InvalidInputError(f"{p} is not an llmco2 GNN checkpoint", field="src")
     tensors = {k: v.detach().cpu().numpy() for k, v in state["state_dict"].items()}
     meta = {k: v for k, v in state.items() if k != "state_dict"}
     meta["format"] = CHECKPOINT_FORMAT
