@@ -42,7 +42,8 @@ from llmco2.analytic.layer import LayerBatch, analyze_layers  # noqa: E402
 from llmco2.analytic.quantised import host_syncs, kernel_launches  # noqa: E402
 from llmco2.data.importers.collected import import_collected  # noqa: E402
 from llmco2.data.paths import find_shared_data  # noqa: E402
-from llmco2.physics.step_physics import HEAD_KERNELS, HardwareRows, overhead_arrays, shapes_of, step_cost  # noqa: E402
+from llmco2.physics.hardware_rows import HardwareRows  # noqa: E402
+from llmco2.physics.step_physics import HEAD_KERNELS, overhead_arrays, shapes_of, step_cost  # noqa: E402
 from llmco2.physics.step_prior import StepPrior  # noqa: E402
 from llmco2.prediction.loading import default_checkpoint_path  # noqa: E402
 from llmco2.specs import Request, get_gpu, get_model  # noqa: E402

@@ -51,8 +51,9 @@ from llmco2.analytic.model import ModelTotals
 from llmco2.analytic.quantised import kernel_launches
 from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
 from llmco2.errors import InvalidInputError
+from llmco2.physics.hardware_rows import HardwareRows
 from llmco2.physics.link_rows import collectives_per_layer
-from llmco2.physics.step_physics import GLOBAL_PARAMS, HardwareRows, StepParams
+from llmco2.physics.step_physics import GLOBAL_PARAMS, StepParams
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids
 from llmco2.specs.gpus import static_power_w
 
