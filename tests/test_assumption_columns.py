@@ -18,6 +18,7 @@ import llmco2.analytic.request_files as rf
 import llmco2.carbon.footprint as footprint
 from llmco2.api.chunks import OUTPUT_COLUMNS
 from llmco2.carbon.accounting import J_PER_KWH, region
+from tests.helpers import interrupted_on_call
 from tests.helpers import run_cli as run
 
 HEADER = "model,gpu,batch_size,prompt_tokens,generated_tokens,region\n"
@@ -130,14 +131,7 @@ def test_a_partial_output_of_an_earlier_llmco2_is_not_resumed(tmp_path: Path, ca
     reference = tmp_path / "ref.csv"
     _predict(src, reference, capsys)
     out = tmp_path / "out.csv"
-    real, calls = footprint.predict_footprint, {"n": 0}
-
-    def stop_at_the_third_chunk(*a, **kw):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return real(*a, **kw)
-
+    stop_at_the_third_chunk = interrupted_on_call(footprint.predict_footprint, 3)
     with monkeypatch.context() as m:
         m.setattr(footprint, "predict_footprint", stop_at_the_third_chunk)
         assert run(["predict", "--requests", str(src), "--out", str(out)], capsys)[0] == 130

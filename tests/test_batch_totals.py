@@ -11,6 +11,7 @@ import pytest
 
 import llmco2.analytic.request_files as rf
 import llmco2.carbon.footprint as footprint
+from tests.helpers import interrupted_on_call
 from tests.helpers import run_cli as run
 
 HEADER = "model,gpu,batch_size,prompt_tokens,generated_tokens,region\n"
@@ -47,14 +48,7 @@ def test_a_resumed_run_has_the_totals_of_an_uninterrupted_one(src: Path, tmp_pat
     ref = tmp_path / "ref" / "pred.csv"
     ref.parent.mkdir()
     assert run(["predict", "--requests", str(src), "--out", str(ref)], capsys)[0] == 0
-    real, calls = footprint.predict_footprint, {"n": 0}
-
-    def stop_at_second(*a, **kw):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(*a, **kw)
-
+    stop_at_second = interrupted_on_call(footprint.predict_footprint, 2)
     out = tmp_path / "pred.csv"
     with monkeypatch.context() as m:
         m.setattr(footprint, "predict_footprint", stop_at_second)

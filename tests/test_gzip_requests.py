@@ -16,7 +16,7 @@ import llmco2.carbon.footprint as footprint
 from llmco2.analytic.compressed import is_gzip
 from llmco2.analytic.request_files import count_rows, iter_request_chunks
 from llmco2.errors import InvalidInputError
-from tests.helpers import run_cli
+from tests.helpers import interrupted_on_call, run_cli
 
 HEADER = "model,gpu,batch_size,prompt_tokens,generated_tokens,note"
 ROWS = ["qwen2-0.5b,h100,1,64,8,a", "llama3.1-8b,a100-80gb,2,128,16,\"b, quoted\"", "qwen2-7b,l4,4,512,32,c"]
@@ -79,14 +79,7 @@ def test_interrupted_gzip_run_resumes_to_the_same_bytes(out_name: str, files: di
     reference = tmp_path / f"ref-{out_name}"
     assert _predict(files["gz"], reference, capsys)[0] == 0
     out = tmp_path / out_name
-    real, calls = footprint.predict_footprint, {"n": 0}
-
-    def stop_third(*a, **kw):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return real(*a, **kw)
-
+    stop_third = interrupted_on_call(footprint.predict_footprint, 3)
     with monkeypatch.context() as m:
         m.setattr(footprint, "predict_footprint", stop_third)
         code, err = _predict(files["gz"], out, capsys)
