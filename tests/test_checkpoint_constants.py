@@ -31,9 +31,9 @@ META = read_checkpoint(default_checkpoint_path())[1]
 STEP_FILE = default_checkpoint_path().parents[2] / "serving" / "data" / "step_physics.json"
 
 
-def test_the_copied_bounds_enclose_the_fits() -> None:
+def test_the_bounds_checked_on_loading_enclose_the_fits() -> None:
     """The ranges checked on loading hold every value the step fit may return (its BOUNDS and
-    ENGINE_BOUNDS, read here from llmco2/physics/step_fit.py), and every constant has one."""
+    ENGINE_BOUNDS, as llmco2/physics/step_fit.py sees them), and every constant has one."""
     assert set(GLOBAL_PARAMS) <= set(STEP_FIT_BOUNDS)
     assert set(step_fit.FIXED) <= set(STEP_FIT_BOUNDS)
     for name, (lo, hi) in step_fit.BOUNDS.items():

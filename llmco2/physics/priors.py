@@ -53,6 +53,7 @@ from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, val
 from llmco2.errors import InvalidInputError
 from llmco2.physics.hardware_rows import HardwareRows
 from llmco2.physics.link_rows import collectives_per_layer
+from llmco2.physics.step_bounds import BOUNDS, ENGINE_BOUNDS, FIXED_RANGES
 from llmco2.physics.step_physics import GLOBAL_PARAMS, StepParams
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids
 from llmco2.specs.gpus import static_power_w
@@ -84,19 +85,9 @@ PRIOR_RANGES: dict[str, tuple[float, float]] = {"efficiency": (0.0, 1.0), "activ
                                                 "sequence_us": (0.0, 1e5), "collective_us": (0.0, 1e5)}
 #: How far beyond the step fit's bounds a checkpoint's step constants may lie (a factor, both ways).
 STEP_SLACK = 10.0
-#: The step fit's bounds (:data:`llmco2.physics.step_fit.BOUNDS` and ``ENGINE_BOUNDS``, copied so that
-#: loading a checkpoint does not import the fit and SciPy; ``tests/test_checkpoint_constants.py``
-#: checks that they enclose the fit's), and of the constants the fit holds fixed.
-STEP_FIT_BOUNDS: dict[str, tuple[float, float]] = {
-    "eta_compute": (0.2, 1.0), "eta_memory": (0.3, 1.0), "kernel_gap_s": (0.2e-6, 20e-6),
-    "collective_s": (2e-6, 200e-6), "power_base": (0.0, 2.0), "memory_pj_per_byte": (0.0, 600.0),
-    "eta_expert": (0.3, 1.0), "power_busy": (0.0, 6.0), "op_pj_7nm": (0.2, 1.3),
-    "eta_network": (0.1, 1.0), "power_compute": (0.0, 1.0), "power_memory": (0.0, 1.0), "op_node_exp": (0.5, 2.0),
-}
-STEP_ENGINE_BOUNDS: dict[str, tuple[float, float]] = {
-    "step_s": (0.05e-3, 50e-3), "sequence_s": (0.5e-6, 2e-3), "launch_s": (0.5e-6, 500e-6),
-    "serving_sequence_s": (0.1e-6, 2e-3), "collective_s": (0.1e-6, 2e-3), "serving_worker_s": (1e-6, 50e-3),
-}
+#: The step constants' ranges (:mod:`llmco2.physics.step_bounds`): the fitted ones, then those the fit holds.
+STEP_FIT_BOUNDS: dict[str, tuple[float, float]] = {**BOUNDS, **FIXED_RANGES}
+STEP_ENGINE_BOUNDS: dict[str, tuple[float, float]] = dict(ENGINE_BOUNDS)
 
 
 def checkpoint_number(value: Any, where: str, low: float, high: float, above: bool = False) -> float:

@@ -177,7 +177,8 @@ def fit_isolated_rows(iso: IsolatedRows, mask: np.ndarray | None = None, source:
     :func:`fit_isolated`'s settings (no expert efficiency, no busy power, :data:`ISOLATED_BOUNDS`),
     and the overheads of the engines those rows ran (every other engine keeps its catalog priors).
     A leave-one-GPU-out fit passes the mask of every other GPU's rows."""
-    from llmco2.physics.step_fit import BOUNDS, fit_step_params
+    from llmco2.physics.step_bounds import BOUNDS
+    from llmco2.physics.step_fit import fit_step_params
 
     mask = np.ones(len(iso.rows), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
     engines = sorted({iso.decode.engines[i] for i in np.flatnonzero(mask)})
