@@ -35,7 +35,7 @@ import numpy as np
 from llmco2.api.compare_options import EP_MODES, GPU_COUNTS, ServerOption, gpu_ids, refuse_empty_restriction, server_options
 from llmco2.api.options import Assumptions, RequestOptions, with_fields
 from llmco2.errors import InvalidInputError
-from llmco2.specs.limits import MAX_SIMULATED_REQUESTS
+from llmco2.specs.limits import MAX_SIMULATED_REQUESTS, finite_number, whole_number
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,7 +74,7 @@ class Load:
     def check(self) -> None:
         """Exactly one load, and every number a number in its range (one line naming the parameter
         otherwise: text, ``None`` where a number is needed, NaN and fractions of a count are refused)."""
-        from llmco2.serving.workload import MAX_TOKENS, finite_number, whole_number
+        from llmco2.serving.workload import MAX_TOKENS
 
         if (self.rate is None) == (self.concurrency is None):
             raise InvalidInputError("give exactly one load: a rate (requests/s) or a concurrency", field="rate")
@@ -111,8 +111,6 @@ class Slo:
 def check_targets(max_gpus: Any, slo_ttft_s: Any, slo_tpot_s: Any, slo_percentile: Any) -> None:
     """``max_gpus`` a whole number from 1 to 64, the latency targets ``None`` or positive seconds,
     the percentile a number between 0 and 100 (one line naming the parameter otherwise)."""
-    from llmco2.serving.workload import finite_number, whole_number
-
     whole_number(max_gpus, "max_gpus", 1, 64)
     for name, target in (("slo_ttft_s", slo_ttft_s), ("slo_tpot_s", slo_tpot_s)):
         if target is not None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from llmco2.api.options import Assumptions, RequestOptions
 from llmco2.errors import InvalidInputError
-from llmco2.specs.limits import MAX_SIMULATED_REQUESTS, REQUEST_LIMITS
+from llmco2.specs.limits import MAX_SIMULATED_REQUESTS, REQUEST_LIMITS, finite_number, whole_number
 
 if TYPE_CHECKING:
     from llmco2.specs import GPU, ModelArch
@@ -57,8 +57,6 @@ class ServedRequest:
     def __post_init__(self) -> None:
         """Each count a whole number in its range (a whole float or a NumPy integer is taken as an int);
         any other type, NaN or a fraction is refused naming the parameter."""
-        from llmco2.serving.workload import whole_number  # the serving package imports pandas: not at start-up
-
         for name, limit in (("prompt_tokens", "prompt_tokens"), ("generated_tokens", "generated_tokens"),
                             ("batch_size", "batch_size"), ("gpus", "num_gpus"), ("dp", "num_gpus")):
             object.__setattr__(self, name, whole_number(getattr(self, name), name, 1, REQUEST_LIMITS[limit]))
@@ -101,8 +99,6 @@ class ServerLoad:
         """Each number of its type and in its range (whole floats and NumPy numbers are numbers),
         ``background`` a text and the switches booleans; else refused naming the parameter.
         Whether exactly one load is given is :func:`check_load`'s."""
-        from llmco2.serving.workload import finite_number, whole_number  # the serving package imports pandas: not at start-up
-
         if self.concurrency is not None:
             object.__setattr__(self, "concurrency", whole_number(self.concurrency, "concurrency", 1))
         if self.rate is not None:

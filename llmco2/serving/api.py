@@ -24,8 +24,9 @@ from llmco2.errors import InvalidInputError
 from llmco2.serving.calibration import Calibration, calibrate
 from llmco2.serving.costs import GridCostModel, IterationCost, idle_power_w, memory_budget
 from llmco2.serving.simulator import Schedule, SchedulerConfig, simulate
-from llmco2.serving.workload import Workload, finite_number, whole_number
+from llmco2.serving.workload import Workload
 from llmco2.specs import GPU, ModelArch, Request, get_engine, get_gpu, get_model, validate_request
+from llmco2.specs.limits import finite_number, whole_number
 
 log = logging.getLogger(__name__)
 

@@ -36,9 +36,9 @@ from numpy.typing import NDArray
 from llmco2.errors import InvalidInputError
 from llmco2.serving.grid_rows import PowerRow, power_row
 from llmco2.serving.merged_steps import MergedStepCost
-from llmco2.serving.workload import finite_number
 from llmco2.specs import GPU, ModelArch, Request
 from llmco2.specs.gpus import static_power_w
+from llmco2.specs.limits import finite_number
 
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]

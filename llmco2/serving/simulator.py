@@ -35,7 +35,8 @@ from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
 from llmco2.serving.costs import IterationCost, decode_runner
-from llmco2.serving.workload import Workload, finite_number, whole_number
+from llmco2.serving.workload import Workload
+from llmco2.specs.limits import finite_number, whole_number
 
 log = logging.getLogger(__name__)
 

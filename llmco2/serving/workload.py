@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
-import numbers
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -20,39 +18,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
-from llmco2.specs.limits import MAX_EXACT_INT, MAX_SIMULATED_REQUESTS, REQUEST_LIMITS
+from llmco2.specs.limits import MAX_SIMULATED_REQUESTS, REQUEST_LIMITS, finite_number, whole_number
 
 log = logging.getLogger(__name__)
 LENGTH_SOURCES = ("conv", "code", "fixed")
 #: Most tokens of a prompt or an output (as for a request, :data:`llmco2.specs.limits.REQUEST_LIMITS`).
 MAX_TOKENS = REQUEST_LIMITS["prompt_tokens"]
-
-
-def whole_number(value: Any, name: str, minimum: int, maximum: int = MAX_EXACT_INT) -> int:
-    """``value`` as an int from ``minimum`` to ``maximum``: an integer (a NumPy one too) or a whole
-    finite float (``4.0``). Text, booleans, ``None``, fractions, NaN and other types are refused with
-    an :class:`InvalidInputError` naming ``name``."""
-    number = isinstance(value, numbers.Integral) or (
-        isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer())
-    if isinstance(value, (bool, np.bool_)) or not number or not minimum <= value <= maximum:
-        upto = f" to {maximum:,}" if maximum < MAX_EXACT_INT else ""
-        raise InvalidInputError(f"must be a whole number from {minimum:,}{upto}, got {value!r}", field=name)
-    return int(value)
-
-
-def finite_number(value: Any, name: str, minimum: float = 0.0, maximum: float = math.inf, *, above: bool = False,
-                  what: str = "") -> float:
-    """``value`` as a finite float from ``minimum`` (excluded when ``above``) to ``maximum``: a number
-    (a NumPy one too), never text, a boolean, ``None``, NaN or infinity; else an
-    :class:`InvalidInputError` naming ``name`` (``what``: the message's description of the range)."""
-    number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-    x = float(value) if number else math.nan
-    if not math.isfinite(x) or not (x > minimum if above else x >= minimum) or x > maximum:
-        if not what:
-            low = f"above {minimum:g}" if above else f"from {minimum:g}"
-            what = f"a finite number {low}" + (f" to {maximum:g}" if maximum < math.inf else "")
-        raise InvalidInputError(f"must be {what}, got {value!r}", field=name)
-    return x
 
 
 @dataclass(frozen=True)

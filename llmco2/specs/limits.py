@@ -10,7 +10,10 @@ count exact and every product finite, with room above the largest real value: a 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
+
+import numpy as np
 
 from llmco2.errors import InvalidInputError
 
@@ -65,4 +68,31 @@ def check_float(value: Any, name: str, minimum: float, maximum: float, unit: str
         x = math.nan
     if isinstance(value, bool) or not math.isfinite(x) or not minimum <= x <= maximum:
         raise InvalidInputError(f"must be a number from {minimum:g} to {maximum:g}{unit}, got {value!r}", field=name)
+    return x
+
+
+def whole_number(value: Any, name: str, minimum: int, maximum: int = MAX_EXACT_INT) -> int:
+    """``value`` as an int from ``minimum`` to ``maximum``: an integer (a NumPy one too) or a whole
+    finite float (``4.0``). Text, booleans, ``None``, fractions, NaN and other types are refused with
+    an :class:`InvalidInputError` naming ``name``."""
+    number = isinstance(value, numbers.Integral) or (
+        isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer())
+    if isinstance(value, (bool, np.bool_)) or not number or not minimum <= value <= maximum:
+        upto = f" to {maximum:,}" if maximum < MAX_EXACT_INT else ""
+        raise InvalidInputError(f"must be a whole number from {minimum:,}{upto}, got {value!r}", field=name)
+    return int(value)
+
+
+def finite_number(value: Any, name: str, minimum: float = 0.0, maximum: float = math.inf, *, above: bool = False,
+                  what: str = "") -> float:
+    """``value`` as a finite float from ``minimum`` (excluded when ``above``) to ``maximum``: a number
+    (a NumPy one too), never text, a boolean, ``None``, NaN or infinity; else an
+    :class:`InvalidInputError` naming ``name`` (``what``: the message's description of the range)."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    x = float(value) if number else math.nan
+    if not math.isfinite(x) or not (x > minimum if above else x >= minimum) or x > maximum:
+        if not what:
+            low = f"above {minimum:g}" if above else f"from {minimum:g}"
+            what = f"a finite number {low}" + (f" to {maximum:g}" if maximum < math.inf else "")
+        raise InvalidInputError(f"must be {what}, got {value!r}", field=name)
     return x
