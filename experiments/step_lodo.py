@@ -60,8 +60,9 @@ def errors(iso: IsolatedRows, p: StepParams, rows: np.ndarray) -> dict[str, floa
 def unfitted_rows() -> list[tuple[str, IsolatedRows]]:
     """Rows of GPUs that no fit learns from, each with what keeps it out of the fits: ML.ENERGY v1's
     batch-1 HF runs (prompt lengths unpublished: run at the task's prompt length as
-    ``experiments/ranking_benchmark.py`` does; the GPU variant unstated) and the thesis runs on
-    A100-PCIe-40GB (host-bound: HF generate on four processes)."""
+    ``experiments/ranking_benchmark.py`` does; the GPU variant unstated), the thesis runs on
+    A100-PCIe-40GB (host-bound: HF generate on four processes) and ``llmco2 measure``'s own rows in
+    ``data/measurements/`` (no data config lists them)."""
     from ranking_benchmark import V1_PROMPT_TOKENS, v1_rows  # experiments/ is the script's folder
 
     from llmco2.data.importers import import_file
@@ -70,7 +71,21 @@ def unfitted_rows() -> list[tuple[str, IsolatedRows]]:
     v1 = isolated_rows(v1_rows())
     thesis = import_file("collected", shared_data("collected/hb_thesis_a100pcie.csv")).table
     return [(f"ML.ENERGY v1 (HF at batch 1, prompts unpublished: {int(V1_PROMPT_TOKENS)} tokens assumed)", v1),
-            ("thesis runs (HF generate on four processes: host-bound)", isolated_rows(thesis, host_bound=True))]
+            ("thesis runs (HF generate on four processes: host-bound)", isolated_rows(thesis, host_bound=True)),
+            *own_measurements()]
+
+
+def own_measurements() -> list[tuple[str, IsolatedRows]]:
+    """``llmco2 measure``'s tables in ``data/measurements/`` (random weights; see its README)."""
+    from llmco2.data.schema import read_table
+
+    out = []
+    for path in sorted((ROOT / "data" / "measurements").glob("*.csv")):
+        if path.name.startswith("configs"):
+            continue
+        table, _ = read_table(path)
+        out.append((f"`llmco2 measure` (HF eager and static cache, random weights): {path.name}", isolated_rows(table)))
+    return out
 
 
 def unfitted_gpus(fitted: StepParams, engines: list[str]) -> list[str]:

@@ -58,6 +58,19 @@ def test_usable_rows_drop_quantised_counter_readings() -> None:
     assert sum(left.values()) == 3 and left["flag counter_quantised"] == 1
 
 
+def test_usable_rows_judge_an_amortised_pass_by_its_window() -> None:
+    """A 27 ms prefill measured as 114 passes in one 3 s window (``llmco2 measure``'s amortised
+    method) is usable; the same pass read in a window of its own is not."""
+    table = pd.DataFrame({
+        "source": ["llmco2"] * 2, "level": ["request"] * 2, "measurement": ["nvml_energy"] * 2,
+        "flag": ["", ""], "latency_s": [0.027, 0.027], "window_s": [3.11, np.nan],
+        "energy_j": [9.0, 9.0], "energy_std_j": [1.2, 1.2],
+    })
+    kept, left = usable_rows(table)
+    assert kept["window_s"].tolist() == [3.11]
+    assert sum(left.values()) == 1
+
+
 def test_fit_recovers_all_reduce_latency_and_per_sequence_overhead() -> None:
     """Latencies made by a known prior on one, two and four GPUs at batch 1-32 give back, from the
     rows alone (``prior_weight=0``), the all-reduce latency (which only multi-GPU rows inform), the

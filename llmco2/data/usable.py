@@ -54,13 +54,16 @@ def usable_rows(table: pd.DataFrame, exclude_flags: tuple[str, ...] = UNRELIABLE
 
 def _quantised_mask(table: pd.DataFrame) -> np.ndarray:
     """Rows whose energy counter was read over too short a window, or whose repeats include a 0 J
-    reading (``energy_std_j > energy_j``)."""
+    reading (``energy_std_j > energy_j``). The window is the row's ``window_s`` where the row records
+    one (``llmco2 measure`` runs ``k`` short passes in one window of a second or more and divides
+    by ``k``), else its latency (one pass per window)."""
     def col(name: str) -> pd.Series:
         return pd.to_numeric(table[name], errors="coerce") if name in table.columns else pd.Series(np.nan, index=table.index)
 
     nvml = table["measurement"].astype("string").fillna("").str.startswith("nvml").to_numpy(dtype=bool) \
         if "measurement" in table.columns else np.zeros(len(table), dtype=bool)
-    short = nvml & (col("latency_s") < MIN_NVML_WINDOW_S).fillna(False).to_numpy(dtype=bool)
+    window_s = col("window_s").fillna(col("latency_s"))
+    short = nvml & (window_s < MIN_NVML_WINDOW_S).fillna(False).to_numpy(dtype=bool)
     zero_repeat = (col("energy_std_j") > MAX_REPEAT_CV * col("energy_j")).fillna(False).to_numpy(dtype=bool)
     return short | zero_repeat
 

@@ -43,7 +43,7 @@ from llmco2.physics.step_physics import StepParams, StepShapes, overhead_arrays,
 log = logging.getLogger(__name__)
 
 #: Sources whose isolated runs enter the fit, and the phases they report.
-SOURCES = ("argonne", "h100_hf", "splitwise", "delavande", "collected")
+SOURCES = ("argonne", "h100_hf", "splitwise", "delavande", "collected", "llmco2")
 #: Weight quantisations whose kernels the analytic engine does not model: bitsandbytes dequantises the
 #: weights before every 16-bit product, which is slower than fp16, while the engine would run its int8
 #: weights at the int8 peak; HQQ's default backend dequantises too (the collected vLLM rows in HQQ ran
