@@ -4,6 +4,7 @@ injected to check that finished measurements survive and are not repeated."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -416,7 +417,19 @@ def test_hydra_multirun_one_job_per_shard(configs: Path, tmp_path: Path) -> None
 def test_readme_documents_the_cluster_command() -> None:
     text = (ROOT / "data" / "measurements" / "README.md").read_text()
     assert "hydra/launcher=submitit_slurm" in text and "llmco2 measure" in text
-    assert "No measurement rows exist yet" in text and "python -m llmco2.cli measure" in text
+    assert "python -m llmco2.cli measure" in text
+
+
+def test_readme_counts_the_committed_measurement_rows() -> None:
+    """The folder's README says how many rows its tables hold, and the tables hold that many."""
+    folder = ROOT / "data" / "measurements"
+    text = (folder / "README.md").read_text()
+    tables = [p for p in folder.glob("*.csv") if not p.name.startswith("configs")]
+    rows = sum(len(pd.read_csv(p)) for p in tables)
+    stated = re.search(r"Measured so far: (\d+) rows", text)
+    assert stated is not None and int(stated.group(1)) == rows
+    for table in tables:
+        assert f"`{table.name}`" in text
 
 
 def test_empty_table_round_trip(configs: Path, tmp_path: Path) -> None:
