@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import JSONTooDeepError, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -47,22 +48,6 @@ MAX_HEADER_BYTES = 64 << 20
 CONVERT_HINT = "`llmco2.prediction.checkpoint_file.convert_legacy({path!r}, trust=True)`"
 #: Deepest nesting of lists and objects accepted in the metadata (real checkpoints reach about 6).
 MAX_META_DEPTH = 16
-
-
-def json_depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value (a scalar: 0), computed without recursion."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            stack.extend((x, d + 1) for x in v.values())
-        elif isinstance(v, list):
-            stack.extend((x, d + 1) for x in v)
-        else:
-            deepest = max(deepest, d)
-            continue
-        deepest = max(deepest, d + 1)
-    return deepest
 
 
 def _weights_digest(tensors: Mapping[str, NDArray]) -> str:
@@ -136,8 +121,8 @@ def _header(p: Path, blob: bytes) -> dict[str, Any]:
         raise InvalidInputError(f"{p} is not an llmco2 checkpoint (expected a safetensors file, got {len(blob)} bytes "
                                 "of something else)", field="checkpoint")
     try:
-        header = json.loads(blob[8:8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = parse_json(blob[8:8 + n])
+    except (UnicodeDecodeError, json.JSONDecodeError, JSONTooDeepError):
         raise InvalidInputError(f"{p} is not an llmco2 checkpoint (its safetensors header is not JSON)", field="checkpoint") from None
     meta = header.get("__metadata__") if isinstance(header, dict) else None
     if not isinstance(meta, dict) or not isinstance(meta.get(META_KEY), str):
@@ -172,14 +157,12 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, NDArray[np.float32]], d
         raise InvalidInputError(f"{p} is corrupted: its SHA-256 does not match the one recorded when it was written",
                                 field="checkpoint")
     try:
-        meta = json.loads(text)
+        meta = parse_json(text, max_depth=MAX_META_DEPTH)
     except json.JSONDecodeError:
         raise InvalidInputError(f"{p} is corrupted: its metadata is not JSON", field="checkpoint") from None
-    except RecursionError:
-        raise InvalidInputError(f"{p} is not a usable checkpoint: its metadata is nested too deeply", field="checkpoint") from None
-    if json_depth(meta) > MAX_META_DEPTH:
+    except JSONTooDeepError:
         raise InvalidInputError(f"{p} is not a usable checkpoint: its metadata is nested more than {MAX_META_DEPTH} levels "
-                                "deep", field="checkpoint")
+                                "deep", field="checkpoint") from None
     if not isinstance(meta, dict) or meta.get("kind") != "llmco2-gnn":
         raise InvalidInputError(f"{p} is not an llmco2 GNN checkpoint", field="checkpoint")
     for name, a in tensors.items():

@@ -1,0 +1,93 @@
+"""Hostile and careless inputs of issue 33 that earlier rounds left: each ends in exit 2 with one
+line naming its cause (``InvalidInputError`` in the API), never a traceback or a silent answer."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from llmco2.errors import InvalidInputError
+from llmco2.file_checks import MAX_JSON_DEPTH, JSONTooDeepError, parse_json
+from llmco2.specs import get_model
+from llmco2.specs.toml_cache import loads_toml
+from tests.helpers import run_cli
+
+BASE = {"model_type": "llama", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 4,
+        "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 32000, "max_position_embeddings": 4096}
+ONE = ["--gpu", "h100", "--batch-size", "1", "--prompt-tokens", "10", "--gen-tokens", "5"]
+REQUESTS = "model,gpu,batch_size,prompt_tokens,generated_tokens\nllama3.1-8b,h100,1,100,50\n"
+
+
+def _one_line_error(code: int, err: str, *mentions: str) -> None:
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for m in mentions:
+        assert m in err, err
+
+
+# -- JSON nested absurdly deep -------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a":' * 50_000 + "1" + "}" * 50_000,
+                                  "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)])
+def test_parse_json_refuses_deep_documents(text: str) -> None:
+    with pytest.raises(JSONTooDeepError, match="nested more than"):
+        parse_json(text)
+
+
+def test_parse_json_reads_ordinary_documents() -> None:
+    deep_enough = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    assert parse_json('{"a": [1, {"b": 2}]}') == {"a": [1, {"b": 2}]}
+    assert json.dumps(parse_json(deep_enough)) == deep_enough
+
+
+def test_deep_config_json_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = run_cli(["predict", "--model", str(path), *ONE], capsys)
+    _one_line_error(code, err, "--model", "nested more than 64 levels deep")
+
+
+def test_deep_catalog_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMCO2_CACHE_DIR", str(tmp_path))
+    text = "world = 484.4\n"
+    assert loads_toml(text, "grid") == {"world": 484.4}
+    (entry,) = (tmp_path / "toml-v2").glob("grid-*.json")
+    entry.write_text("[" * 100_000 + "]" * 100_000)
+    assert loads_toml(text, "grid") == {"world": 484.4}  # parsed again, not a RecursionError
+
+
+def test_deep_partial_manifest_starts_afresh(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, out = tmp_path / "r.csv", tmp_path / "pred.csv"
+    src.write_text(REQUESTS)
+    (tmp_path / ".pred.csv.partial").write_text("junk")
+    (tmp_path / ".pred.csv.partial.json").write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = run_cli(["predict", "--requests", str(src), "--out", str(out)], capsys)
+    assert code == 0, err
+    assert out.read_text().count("\n") == 2
+
+
+# -- a path given as a model that is not a config file -------------------------------------------
+def test_model_path_that_is_a_directory_or_special_file(tmp_path: Path) -> None:
+    folder = tmp_path / "weights"
+    folder.mkdir()
+    with pytest.raises(InvalidInputError, match="is a directory without a config.json"):
+        get_model(str(folder))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInputError, match="is not a regular file"):
+        get_model(str(fifo))
+    with pytest.raises(InvalidInputError, match="is not a regular file"):
+        get_model("/dev/zero")
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(InvalidInputError, match="is a directory"):
+        get_model(str(tmp_path / "dir.json"))
+
+
+def test_model_path_without_json_suffix_is_read_as_a_config(tmp_path: Path) -> None:
+    path = tmp_path / "my_config"
+    path.write_text(json.dumps({**BASE, "architectures": ["LlamaForCausalLM"]}))
+    assert get_model(str(path)).num_layers == 4
+    with pytest.raises(InvalidInputError, match="unknown model"):
+        get_model("no-such-model-or-file")
