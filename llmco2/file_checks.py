@@ -2,7 +2,7 @@
 
 Input: missing, a directory, or not a regular file (``/dev/zero``, a FIFO) are each named as
 such. Output: ``cannot write PATH: reason`` (a directory, a file used as a folder, a folder that
-does not exist or cannot be written). Both raise :class:`~llmco2.errors.InvalidInputError`.
+does not exist or cannot be written, a symbolic link loop). Both raise :class:`~llmco2.errors.InvalidInputError`.
 
 JSON that llmco2 reads (config.json, checkpoint headers, manifests, caches, run logs) goes through
 :func:`parse_json`, which refuses a document nested deeper than :data:`MAX_JSON_DEPTH` with a
@@ -91,6 +91,8 @@ def check_output_path(path: str | Path, field: str = "out", suffixes: tuple[str,
 
     if suffixes and p.suffix.lower() not in suffixes:
         raise refuse(f"unknown file type {p.suffix or '(none)'!r}; use {' or '.join(suffixes)}")
+    if loops(p):
+        raise refuse("it is a symbolic link that leads back to itself (a loop); remove the link or give another path")
     if p.is_dir():
         raise refuse("it is a directory; give a file name")
     if p.exists() and not p.is_file():
@@ -115,6 +117,9 @@ def check_output_folder(path: str | Path, field: str = "out") -> Path:
     """``path`` if files can be written in it (it is created later when missing); else
     ``cannot write PATH: reason``."""
     p = Path(path)
+    if loops(p):
+        raise InvalidInputError(f"cannot write {p}: it is a symbolic link that leads back to itself (a loop); remove the "
+                                "link or give another path", field=field)
     if p.exists() and not p.is_dir():
         raise InvalidInputError(f"cannot write {p}: it is a file, not a folder", field=field)
     existing = next(a for a in [p, *p.parents] if a.exists() or a == Path(a.anchor or "."))
@@ -124,6 +129,15 @@ def check_output_folder(path: str | Path, field: str = "out") -> Path:
     if reason is not None:
         raise InvalidInputError(f"cannot write {p}: {reason} (folder {existing})", field=field)
     return p
+
+
+def loops(path: Path) -> bool:
+    """Whether ``path`` (or a folder above it) is a symbolic link that leads back to itself."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def unwritable(folder: Path) -> str | None:

@@ -91,3 +91,48 @@ def test_model_path_without_json_suffix_is_read_as_a_config(tmp_path: Path) -> N
     assert get_model(str(path)).num_layers == 4
     with pytest.raises(InvalidInputError, match="unknown model"):
         get_model("no-such-model-or-file")
+
+
+# -- a symbolic link loop as the output ----------------------------------------------------------
+@pytest.mark.parametrize("command", [["predict", "--requests", "{src}", "--out", "{out}"],
+                                     ["sample", "--n", "3", "--out", "{out}"],
+                                     ["analyze", "batch", "--requests", "{src}", "--out", "{out}"]])
+def test_output_that_is_a_symlink_loop(command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, out = tmp_path / "r.csv", tmp_path / "loop.csv"
+    src.write_text(REQUESTS)
+    out.symlink_to(out.name)
+    code, _, err = run_cli([a.format(src=src, out=out) for a in command], capsys)
+    _one_line_error(code, err, "--out", "symbolic link that leads back to itself")
+    assert out.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["loop.csv", "r.csv"]
+
+
+def test_api_output_that_is_a_symlink_loop(tmp_path: Path) -> None:
+    from llmco2 import FileJob, predict_file
+
+    src, out = tmp_path / "r.csv", tmp_path / "loop.csv"
+    src.write_text(REQUESTS)
+    out.symlink_to(out.name)
+    with pytest.raises(InvalidInputError, match="symbolic link") as info:
+        predict_file(FileJob(requests=str(src), out=str(out)))
+    assert info.value.field == "out"
+
+
+# -- a negative or fractional seed ---------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["focused", "random"])
+def test_sample_refuses_a_negative_seed(strategy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "s.csv"
+    code, _, err = run_cli(["sample", "--strategy", strategy, "--n", "3", "--seed", "-1", "--out", str(out)], capsys)
+    _one_line_error(code, err, "--seed", "whole number from 0", "-1")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("seed", [-1, 2.5, "3", None])
+def test_sampler_refuses_a_bad_seed(seed: object) -> None:
+    from llmco2.data.sampling import RandomSampler
+
+    sampler = RandomSampler(max_prompt=1000, max_generated=1000)
+    with pytest.raises(InvalidInputError, match="whole number") as info:
+        sampler.sample(2, seed=seed)  # type: ignore[arg-type]
+    assert info.value.field == "seed"
+    with pytest.raises(InvalidInputError, match="whole number"):
+        next(sampler.sample_blocks(2, seed=seed))  # type: ignore[arg-type]
