@@ -136,3 +136,33 @@ def test_sampler_refuses_a_bad_seed(seed: object) -> None:
     assert info.value.field == "seed"
     with pytest.raises(InvalidInputError, match="whole number"):
         next(sampler.sample_blocks(2, seed=seed))  # type: ignore[arg-type]
+
+
+# -- llmco2 measure names --configs, and reads a gzip-compressed configurations file ------------
+@pytest.mark.parametrize(("make", "mention"), [
+    (lambda p: None, "no such file"),
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: os.mkfifo(p), "is not a regular file"),
+    (lambda p: p.write_text('{"model": 1}\n'), "does not look like a request file"),
+])
+def test_measure_errors_name_configs(make, mention: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    configs = tmp_path / "configs.csv"
+    make(configs)
+    code, _, err = run_cli(["measure", "--configs", str(configs), "--out", str(tmp_path / "m.csv"), "--dry-run",
+                            "--device", "h200"], capsys)
+    _one_line_error(code, err, "--configs", mention)
+    assert "--requests" not in err
+
+
+def test_measure_reads_gzip_configs_with_an_engine_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    configs = tmp_path / "configs.csv.gz"
+    with gzip.open(configs, "wt") as fh:
+        fh.write("model,gpu,batch_size,prompt_tokens,generated_tokens,engine\n"
+                 "llama3.1-8b,h200,1,100,50,hf-static\nllama3.1-8b,h200,2,100,50,\n")
+    code, out, err = run_cli(["measure", "--configs", str(configs), "--out", str(tmp_path / "m.csv"), "--dry-run",
+                              "--device", "h200", "--json"], capsys)
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["total"] == 2 and [c["engine"] for c in plan["configurations"]] == ["hf-static", "hf"]

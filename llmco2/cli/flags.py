@@ -41,7 +41,7 @@ FLAGS: dict[str, str] = {
     "approximate": "--approximate", "ignore_context": "--ignore-context", "act_dtype": "--act-dtype", "kv_dtype": "--kv-dtype",
     "tp": "--tp", "model_path": "--model-path", "device": "--device", "no_calibration": "--no-calibration",
     "causal": "--causal", "flash_attention": "--flash-attention", "chunked_prefill": "--chunked-prefill",
-    "dry_run": "--dry-run", "dest": "--out",
+    "dry_run": "--dry-run", "dest": "--out", "configs": "--configs",
 }
 #: A library function a message suggests calling -> the command that does the same (its positional
 #: arguments as ``{0}``, ``{1}``, ...; its keyword arguments by name).
