@@ -166,3 +166,20 @@ def test_measure_reads_gzip_configs_with_an_engine_column(tmp_path: Path, capsys
     assert code == 0, err
     plan = json.loads(out)
     assert plan["total"] == 2 and [c["engine"] for c in plan["configurations"]] == ["hf-static", "hf"]
+
+
+# -- report trace --serving --sweep-requests: refused up front, naming the flag ------------------
+@pytest.mark.parametrize("count", ["0", "1000000000"])
+def test_report_sweep_requests_out_of_range(count: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["report", "trace", "--serving", "--sweep-requests", count, "-o", str(tmp_path / "t.png")],
+                           capsys)
+    _one_line_error(code, err, "--sweep-requests", "from 1 to 1,000,000")
+    assert "requests-count" not in err and list(tmp_path.iterdir()) == []
+
+
+def test_trace_lengths_names_its_own_parameter() -> None:
+    from llmco2.serving.workload import trace_lengths
+
+    with pytest.raises(InvalidInputError) as info:
+        trace_lengths("conv", 10**9)
+    assert info.value.field == "n"

@@ -101,7 +101,7 @@ def trace_lengths(which: str, n: int | None = None, seed: int = 0) -> tuple[NDAr
     output = z[f"{which}_output"].astype(np.int64)
     offsets = z[f"{which}_offsets"].astype(np.float64)
     if n is not None:
-        n = whole_number(n, "requests_count", 1, MAX_SIMULATED_REQUESTS)
+        n = whole_number(n, "n", 1, MAX_SIMULATED_REQUESTS)
         seed = whole_number(seed, "seed", 0)
         idx = np.random.default_rng(seed).integers(0, len(prompt), size=n)
         return prompt[idx], output[idx], np.sort(offsets[idx])
