@@ -183,3 +183,37 @@ def test_trace_lengths_names_its_own_parameter() -> None:
     with pytest.raises(InvalidInputError) as info:
         trace_lengths("conv", 10**9)
     assert info.value.field == "n"
+
+
+# -- the serving API: rates near zero, empty texts ------------------------------------------------
+@pytest.mark.parametrize("rate", [1e-300, 1e-6])
+def test_make_workload_refuses_a_rate_below_one_a_day(rate: float) -> None:
+    from llmco2 import make_workload
+
+    with pytest.raises(InvalidInputError, match="one request a day") as info:
+        make_workload(n=5, rate=rate)
+    assert info.value.field == "rate"
+
+
+def test_make_workload_takes_a_rate_of_one_a_day() -> None:
+    from llmco2 import make_workload
+    from llmco2.serving.workload import MIN_RATE
+
+    assert len(make_workload(n=3, rate=MIN_RATE).prompt_tokens) == 3
+
+
+@pytest.mark.parametrize(("name", "value", "mention"), [("region", "", "is empty"), ("pue", " ", "is empty"),
+                                                        ("region", "Narnia", "unknown region")])
+def test_serve_refuses_bad_assumptions_before_simulating(name: str, value: str, mention: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import llmco2.serving.api as serving_api
+    from llmco2 import make_workload, serve
+
+    def no_simulation(*args: object, **kwargs: object) -> None:
+        raise AssertionError("simulated before the assumptions were checked")
+
+    workload = make_workload(n=5, rate=1.0)
+    monkeypatch.setattr(serving_api, "simulate", no_simulation)
+    with pytest.raises(InvalidInputError, match=mention) as info:
+        serve("llama3.1-8b", "h100", workload, **{name: value})
+    assert info.value.field == name
