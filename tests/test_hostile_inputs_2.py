@@ -217,3 +217,47 @@ def test_serve_refuses_bad_assumptions_before_simulating(name: str, value: str, 
     with pytest.raises(InvalidInputError, match=mention) as info:
         serve("llama3.1-8b", "h100", workload, **{name: value})
     assert info.value.field == name
+
+
+# -- a checkpoint that is a directory, a special file or a zip of something else ----------------
+def _special_checkpoints(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    import zipfile
+
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "pipe")
+    with zipfile.ZipFile(tmp_path / "notes.zip", "w") as archive:
+        archive.writestr("notes.txt", "hello")
+    return {"folder": (str(tmp_path / "folder"), "is a directory, not a file"),
+            "pipe": (str(tmp_path / "pipe"), "is not a regular file"),
+            "zero": ("/dev/zero", "is not a regular file"),
+            "zip": (str(tmp_path / "notes.zip"), "got a zip archive")}
+
+
+@pytest.mark.parametrize("which", ["folder", "pipe", "zero", "zip"])
+def test_predict_checkpoint_that_is_not_a_checkpoint_file(which: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path, mention = _special_checkpoints(tmp_path)[which]
+    code, _, err = run_cli(["predict", "--model", "llama3.1-8b", *ONE, "--checkpoint", path], capsys)
+    _one_line_error(code, err, "--checkpoint", mention)
+    assert "no such" not in err and "pickle" not in err and "--trust" not in err
+
+
+@pytest.mark.parametrize("which", ["folder", "pipe", "zip"])
+def test_checkpoint_inspect_names_its_path(which: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, mention = _special_checkpoints(tmp_path)[which]
+    code, _, err = run_cli(["checkpoint", "inspect", path], capsys)
+    _one_line_error(code, err, "path: ", mention)
+    assert "--checkpoint" not in err
+
+
+def test_a_torch_zip_is_still_called_pickle_based(tmp_path: Path) -> None:
+    import zipfile
+
+    from llmco2.prediction.checkpoint_file import read_checkpoint
+
+    legacy = tmp_path / "old.pt"
+    with zipfile.ZipFile(legacy, "w") as archive:  # the layout torch.save writes
+        archive.writestr("old/data.pkl", b"\x80\x02}q\x00.")
+        archive.writestr("old/version", "3\n")
+    with pytest.raises(InvalidInputError, match="pickle-based checkpoint"):
+        read_checkpoint(legacy)
