@@ -261,3 +261,27 @@ def test_a_torch_zip_is_still_called_pickle_based(tmp_path: Path) -> None:
         archive.writestr("old/version", "3\n")
     with pytest.raises(InvalidInputError, match="pickle-based checkpoint"):
         read_checkpoint(legacy)
+
+
+# -- analyze options that a prefill or a FLOP count without --elapsed-s would ignore -------------
+ATTENTION = ["analyze", "attention", "--hidden-size", "4096", "--num-heads", "32", "--batch-size", "1", "--seq-len", "16"]
+
+
+@pytest.mark.parametrize(("extra", "mention"), [
+    (["--new-tokens", "5"], "--new-tokens only applies to decode"),
+    (["--kv-len", "past", "--decode-projections", "q"], "--decode-projections, --kv-len only apply to decode"),
+])
+def test_attention_decode_options_in_prefill(extra: list[str], mention: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli([*ATTENTION, "--phase", "prefill", *extra], capsys)
+    _one_line_error(code, err, mention)
+    code, out, err = run_cli([*ATTENTION, "--phase", "decode", *extra, "--json"], capsys)
+    assert code == 0 and json.loads(out)["flops_per_chip"] > 0, err
+
+
+@pytest.mark.parametrize("extra", [["--gpu", "h100"], ["--gpus", "4"], ["--dtype", "fp8"]])
+def test_flops_peak_options_need_elapsed(extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    flops = ["analyze", "flops", "--model", "llama3.1-8b", "--batch-size", "1", "--seq-len", "16"]
+    code, _, err = run_cli([*flops, *extra], capsys)
+    _one_line_error(code, err, extra[0], "only applies with --elapsed-s")
+    code, out, err = run_cli([*flops, "--gpu", "h100", *extra, "--elapsed-s", "0.01", "--json"], capsys)
+    assert code == 0 and 0 < json.loads(out)["mfu"] < 1, err
