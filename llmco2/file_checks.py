@@ -2,18 +2,65 @@
 
 Input: missing, a directory, or not a regular file (``/dev/zero``, a FIFO) are each named as
 such. Output: ``cannot write PATH: reason`` (a directory, a file used as a folder, a folder that
-does not exist or cannot be written). Both raise :class:`~llmco2.errors.InvalidInputError`.
+does not exist or cannot be written, a symbolic link loop). Both raise :class:`~llmco2.errors.InvalidInputError`.
+
+JSON that llmco2 reads (config.json, checkpoint headers, manifests, caches, run logs) goes through
+:func:`parse_json`, which refuses a document nested deeper than :data:`MAX_JSON_DEPTH` with a
+:class:`JSONTooDeepError` (a ``ValueError``), never a ``RecursionError``.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from llmco2.errors import InvalidInputError
+
+#: Deepest nesting of lists and objects accepted in a JSON document llmco2 reads (real ones reach
+#: about 6: a config.json's ``rope_scaling``, a checkpoint's scaler, a manifest's fingerprint).
+MAX_JSON_DEPTH = 64
+
+
+class JSONTooDeepError(ValueError):
+    """A JSON document nested deeper than its reader accepts."""
+
+    def __init__(self, max_depth: int) -> None:
+        super().__init__(f"nested more than {max_depth} levels deep")
+        self.max_depth = max_depth
+
+
+def json_depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value (a scalar: 0), computed without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+        else:
+            deepest = max(deepest, d)
+            continue
+        deepest = max(deepest, d + 1)
+    return deepest
+
+
+def parse_json(text: str | bytes, max_depth: int = MAX_JSON_DEPTH, **kwargs: Any) -> Any:
+    """``json.loads(text, **kwargs)`` with a depth limit: a document nested more than ``max_depth``
+    levels deep (thousands of ``[``, which the decoder would answer with a ``RecursionError``) is a
+    :class:`JSONTooDeepError`. Text that is not JSON is a ``json.JSONDecodeError`` as before."""
+    try:
+        value = json.loads(text, **kwargs)
+    except RecursionError:
+        raise JSONTooDeepError(max_depth) from None
+    if json_depth(value) > max_depth:
+        raise JSONTooDeepError(max_depth)
+    return value
 
 
 def check_input_file(path: str | Path, field: str) -> Path:
@@ -44,6 +91,8 @@ def check_output_path(path: str | Path, field: str = "out", suffixes: tuple[str,
 
     if suffixes and p.suffix.lower() not in suffixes:
         raise refuse(f"unknown file type {p.suffix or '(none)'!r}; use {' or '.join(suffixes)}")
+    if loops(p):
+        raise refuse("it is a symbolic link that leads back to itself (a loop); remove the link or give another path")
     if p.is_dir():
         raise refuse("it is a directory; give a file name")
     if p.exists() and not p.is_file():
@@ -68,6 +117,9 @@ def check_output_folder(path: str | Path, field: str = "out") -> Path:
     """``path`` if files can be written in it (it is created later when missing); else
     ``cannot write PATH: reason``."""
     p = Path(path)
+    if loops(p):
+        raise InvalidInputError(f"cannot write {p}: it is a symbolic link that leads back to itself (a loop); remove the "
+                                "link or give another path", field=field)
     if p.exists() and not p.is_dir():
         raise InvalidInputError(f"cannot write {p}: it is a file, not a folder", field=field)
     existing = next(a for a in [p, *p.parents] if a.exists() or a == Path(a.anchor or "."))
@@ -77,6 +129,15 @@ def check_output_folder(path: str | Path, field: str = "out") -> Path:
     if reason is not None:
         raise InvalidInputError(f"cannot write {p}: {reason} (folder {existing})", field=field)
     return p
+
+
+def loops(path: Path) -> bool:
+    """Whether ``path`` (or a folder above it) is a symbolic link that leads back to itself."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def unwritable(folder: Path) -> str | None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ class ResumableOutput:
 
     def _read_manifest(self) -> dict[str, Any] | None:
         try:
-            state = json.loads(self.manifest_path.read_text())
+            state = parse_json(self.manifest_path.read_text())
         except (OSError, ValueError):
             return None
         keys = ("version", "fingerprint", "chunks", "rows", "bytes")

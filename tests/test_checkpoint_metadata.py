@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from llmco2.errors import InvalidInputError
-from llmco2.prediction.checkpoint_file import json_depth, read_checkpoint, write_checkpoint
+from llmco2.file_checks import json_depth
+from llmco2.prediction.checkpoint_file import read_checkpoint, write_checkpoint
 from llmco2.prediction.inference import InferenceModel
 from llmco2.prediction.loading import default_checkpoint_path
 from tests.helpers import run_cli

@@ -85,6 +85,21 @@ def test_requests_outside_the_hours(two_hours: Path, tmp_path: Path, capsys: pyt
     assert code == 2 and len(err.strip().splitlines()) == 1 and "outside the hours" in err
 
 
+def test_a_gap_inside_the_file_is_called_a_gap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gappy = write(tmp_path / "gappy.csv", "timestamp,g_co2eq_per_kwh\n2024-03-01T00:00:00Z,100\n"
+                                          "2024-03-01T01:00:00Z,200\n2024-03-01T03:00:00Z,300\n")
+    src = requests_csv(tmp_path / "req.csv", ["2024-03-01T00:10:00Z", "2024-03-01T02:30:00Z"])
+    code, _, err = run_cli(["predict", "--requests", str(src), "--out", str(tmp_path / "out.csv"),
+                            "--intensity-file", str(gappy)], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "outside the hours" not in err and "no row for hour 2024-03-01T02:00Z" in err and "line 3" in err
+    code, _, err = run_cli(["predict", *REQUEST, "--intensity-file", str(gappy), "--timestamp", "2024-03-01T02:59Z"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "outside the hours" not in err and "no row for hour 2024-03-01T02:00Z" in err and "--timestamp" in err
+    code, _, err = run_cli(["predict", *REQUEST, "--intensity-file", str(gappy), "--timestamp", "2024-03-01T04:00Z"], capsys)
+    assert code == 2 and "outside the hours" in err  # after the last hour: outside, not a gap
+
+
 def test_region_selection(regions: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     h = load_intensity(regions)
     stamps = ["2024-03-01T00:30Z", "2024-03-01T01:30Z", "2024-03-01T00:30Z", "2024-03-01T01:30Z"]

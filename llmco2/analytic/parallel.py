@@ -114,6 +114,12 @@ def attention_cost(
     chips = tp * cp
 
     if phase == "prefill":
+        given = [name for name, value, default in (("new_tokens", T, 1), ("decode_projections", decode_projections, "qkv"),
+                                                   ("kv_len", kv_len, "total")) if value != default]
+        if given:  # they describe decode steps; a prefill would ignore them
+            verb = "applies" if len(given) == 1 else "apply"
+            raise InvalidInputError(f"{', '.join(f'`{g}`' for g in given)} only {verb} to decode (`phase='decode'`); leave "
+                                    f"{'it' if len(given) == 1 else 'them'} out for a prefill", field=given[0])
         s_local = _check_divides(cp, S, "seq_len", "cp")
         m = B * s_local  # query tokens on this chip
         n_proj = 3

@@ -26,6 +26,7 @@ from typing import Any
 
 from llmco2.api.options import FileJob
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def check_manifest(out: Path, fp: dict[str, Any]) -> bool:
     path = out / MANIFEST_NAME
     if path.exists():
         try:
-            state = json.loads(path.read_text())
+            state = parse_json(path.read_text())
             old = state["fingerprint"]
             if state.get("version") != MANIFEST_VERSION or not isinstance(old, dict):
                 raise ValueError("version")

@@ -23,15 +23,12 @@ import numpy as np
 
 from llmco2.api.options import Assumptions, RequestOptions
 from llmco2.errors import InvalidInputError
-from llmco2.specs.limits import MAX_SIMULATED_REQUESTS, REQUEST_LIMITS, finite_number, whole_number
+from llmco2.specs.limits import MAX_SIMULATED_REQUESTS, REQUEST_LIMITS, whole_number
 
 if TYPE_CHECKING:
     from llmco2.specs import GPU, ModelArch
 
 BACKGROUNDS = ("conv", "code", "fixed")
-#: Lowest arrival rate a served request is simulated at (requests/s): one a day. Idle time between
-#: arrivals is charged to the requests, so a rate near zero would charge one request for years of idling.
-MIN_RATE = 1.0 / 86_400
 
 
 @dataclass(frozen=True)
@@ -102,11 +99,9 @@ class ServerLoad:
         if self.concurrency is not None:
             object.__setattr__(self, "concurrency", whole_number(self.concurrency, "concurrency", 1))
         if self.rate is not None:
-            rate = finite_number(self.rate, "rate", above=True, what="a positive number of requests per second")
-            if rate < MIN_RATE:
-                raise InvalidInputError(f"{rate:g} requests/s is below {MIN_RATE:g} (one request a day): the server would idle "
-                                        f"for {1 / rate:.3g} s between requests and charge that idle energy to them", field="rate")
-            object.__setattr__(self, "rate", rate)
+            from llmco2.serving.workload import check_rate  # not at start-up: llmco2 --help stays light
+
+            object.__setattr__(self, "rate", check_rate(self.rate))  # one a day at least
         if not isinstance(self.background, str) or self.background not in BACKGROUNDS:
             raise InvalidInputError(f"must be one of {', '.join(BACKGROUNDS)}, got {self.background!r}", field="background")
         n = whole_number(self.serving_requests, "serving_requests", 1)

@@ -189,6 +189,10 @@ def _single_hour(fp: Any, hourly: HourlyIntensity, timestamp: Any, region: str |
                                 "offset it is read as UTC)", field="timestamp") from None
     values, outside = lookup(hourly, [timestamp], [region], region)
     hour = int(hours_of(seconds)[0])
+    if outside[0] and hourly.within_span(hour):
+        of = f" for region {region}" if len(hourly.regions) > 1 else ""
+        raise InvalidInputError(f"{str(timestamp)!r}: {hourly.source} has no row for hour {hour_text(hour)}{of} (it spans "
+                                f"{hourly.span()} with gaps)", field="timestamp")
     if outside[0]:
         of = f" of region {region}" if len(hourly.regions) > 1 else ""
         raise InvalidInputError(f"{str(timestamp)!r} (hour {hour_text(hour)}) is outside the hours{of} of {hourly.source} "

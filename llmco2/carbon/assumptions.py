@@ -30,6 +30,9 @@ def resolve_assumptions(gpus: list[GPU], region_id: str | None = None, carbon_in
     Default PUE: ``edge_device`` (1.0, no facility) when every GPU is an edge module/SoC, else the
     industry average.
     """
+    for name, text in (("region", region_id), ("pue", pue_value)):
+        if isinstance(text, str) and not text.strip():  # not read as the default, as llmco2.predict refuses it
+            raise InvalidInputError("is empty; give a value or leave it out (None) for its default", field=name)
     if region_id is not None and carbon_intensity is not None:
         raise InvalidInputError("give either `region` or `carbon_intensity`, not both", field="region")
     if carbon_intensity is not None:

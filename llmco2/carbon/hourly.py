@@ -84,6 +84,10 @@ class HourlyIntensity:
         """``2023-11-16T00:00Z to 2023-11-17T23:00Z`` (the first and last hour's start)."""
         return f"{hour_text(self.first_hour)} to {hour_text(self.last_hour)}"
 
+    def within_span(self, hour: int) -> bool:
+        """Whether ``hour`` lies between the file's first and last hour (one it lacks is then a gap)."""
+        return self.first_hour <= hour <= self.last_hour
+
     @property
     def illustrative(self) -> bool:
         """Whether this is the shipped sample of made-up values (``carbon/data/HOURLY_SAMPLE.md``)."""
@@ -377,8 +381,16 @@ def outside_error(intensity: HourlyIntensity, count: int, first: int, timestamps
         cell = cell.as_py()
     line = f"line {int(lines[first])}" if lines is not None else f"row {first}"
     of = f" of {where}" if where else ""
-    many = "requests fall" if count != 1 else "request falls"
     regions = " for its region" if len(intensity.regions) > 1 else ""
+    many = "requests fall" if count != 1 else "request falls"
+    try:
+        hour: int | None = int(hours_of(parse_seconds([cell]))[0])
+    except InvalidInputError:  # parsed once already; a type parse_seconds takes only in bulk
+        hour = None
+    if hour is not None and intensity.within_span(hour):  # a gap inside the file, not a request before or after it
+        return InvalidInputError(f"{count:,} {many} on hours that {intensity.source} lacks{regions} (it spans "
+                                 f"{intensity.span()} with gaps: no row for hour {hour_text(hour)}); first: {line}{of}, "
+                                 f"timestamp {str(cell)!r}", field="intensity")
     return InvalidInputError(f"{count:,} {many} outside the hours of {intensity.source} ({intensity.span()}){regions}; "
                              f"first: {line}{of}, timestamp {str(cell)!r}", field="intensity")
 

@@ -259,6 +259,13 @@ def cmd_analyze_flops(args: argparse.Namespace) -> int:
     from llmco2.analytic.flop_split import matmul_totals, mfu, model_flops, module_flops
     from llmco2.specs import get_gpu, get_model
 
+    if args.elapsed_s is None:  # the GPU, its count and dtype only set the peak the MFU is relative to
+        given = [f for f, v, default in (("--gpu", args.gpu, None), ("--gpus", args.gpus, 1), ("--dtype", args.dtype, "bf16"))
+                 if v != default]
+        if given:
+            verb, them = ("applies", "it") if len(given) == 1 else ("apply", "them")
+            raise InvalidInputError(f"{', '.join(given)} only {verb} with --elapsed-s (the MFU's peak); leave {them} out or "
+                                    "give the measured time", field=given[0])
     arch = get_model(args.model, approximate=getattr(args, "approximate", False))
     decode = args.phase == "decode"
     seqlen_q = 1 if decode else args.seq_len

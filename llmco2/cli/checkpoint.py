@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from llmco2.cli.common import Parser, print_json
+from llmco2.errors import InvalidInputError
 
 
 def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
@@ -43,8 +44,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from llmco2.prediction.checkpoint_file import read_checkpoint
     from llmco2.prediction.inference import InferenceModel
 
-    tensors, meta = read_checkpoint(Path(args.path))
-    InferenceModel.from_checkpoint(tensors, meta, Path(args.path))  # metadata usable, ordinary requests predicted
+    try:
+        tensors, meta = read_checkpoint(Path(args.path))
+        InferenceModel.from_checkpoint(tensors, meta, Path(args.path))  # metadata usable, ordinary requests predicted
+    except InvalidInputError as exc:  # the command takes the checkpoint as its PATH, not as --checkpoint
+        if exc.field != "checkpoint":
+            raise
+        raise type(exc)(str(exc.args[0]) if exc.args else "", field="path") from None
     domain = meta.get("domain", {})
     summary = {
         "path": str(args.path), "kind": meta.get("kind"), "format": meta.get("format"),

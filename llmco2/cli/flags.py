@@ -33,7 +33,7 @@ FLAGS: dict[str, str] = {
     "num_gpus": "--gpus",
     "gpu": "--gpu", "model": "--model", "batch_size": "--batch-size", "prompt_tokens": "--prompt-tokens",
     "generated_tokens": "--gen-tokens", "gen_tokens": "--gen-tokens", "serving_requests": "--serving-requests",
-    "sweep_gpus": "--sweep-gpus", "requests_count": "--requests-count", "lengths": "--lengths", "trust": "--trust",
+    "sweep_gpus": "--sweep-gpus", "lengths": "--lengths", "trust": "--trust",
     "engine": "--engine", "dtype": "--dtype", "weight_dtype": "--dtype", "quantisation": "--quantisation", "serving": "--serving", "background": "--background",
     "slo_ttft_s": "--slo-ttft", "slo_tpot_s": "--slo-tpot", "slo_percentile": "--slo-percentile", "max_gpus": "--max-gpus",
     "max_batch": "--max-batch", "max_batched_tokens": "--max-batched-tokens", "seed": "--seed",
@@ -41,7 +41,8 @@ FLAGS: dict[str, str] = {
     "approximate": "--approximate", "ignore_context": "--ignore-context", "act_dtype": "--act-dtype", "kv_dtype": "--kv-dtype",
     "tp": "--tp", "model_path": "--model-path", "device": "--device", "no_calibration": "--no-calibration",
     "causal": "--causal", "flash_attention": "--flash-attention", "chunked_prefill": "--chunked-prefill",
-    "dry_run": "--dry-run", "dest": "--out",
+    "dry_run": "--dry-run", "dest": "--out", "configs": "--configs",
+    "new_tokens": "--new-tokens", "decode_projections": "--decode-projections", "kv_len": "--kv-len", "phase": "--phase",
 }
 #: A library function a message suggests calling -> the command that does the same (its positional
 #: arguments as ``{0}``, ``{1}``, ...; its keyword arguments by name).

@@ -13,6 +13,7 @@ from llmco2.cli.common import Parser, print_json
 from llmco2.cli.request_flags import add_scope_arguments
 from llmco2.errors import InvalidInputError
 from llmco2.file_checks import check_output_folder, check_output_path
+from llmco2.specs.limits import MAX_SIMULATED_REQUESTS, whole_number
 
 
 def _carbon_args(p: argparse.ArgumentParser) -> None:
@@ -170,8 +171,7 @@ def _trace_served(args: argparse.Namespace) -> int:
     out = _figure_path(args.out)
     if args.rate is not None and args.concurrency is not None:
         raise InvalidInputError("give --rate or --concurrency, not both (neither: the trace's own timestamps)", field="--serving")
-    if args.sweep_requests < 1:
-        raise InvalidInputError(f"must be >= 1, got {args.sweep_requests}", field="--sweep-requests")
+    whole_number(args.sweep_requests, "--sweep-requests", 1, MAX_SIMULATED_REQUESTS)  # the simulator's own bound
     servers = parse_servers(args.sweep_gpus)
     engines = [e.strip() for e in args.sweep_engines.split(",") if e.strip()]
     if not engines:

@@ -33,6 +33,7 @@ import pandas as pd
 from llmco2.analytic.batch import ARCH_COLUMNS
 from llmco2.data.schema import COLUMN_NAMES, validate
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import parse_json
 from llmco2.measure.results import RunResult
 from llmco2.specs import DTYPE_BITS, GPU, ModelArch, Request, get_gpu, model_catalog
 
@@ -199,8 +200,8 @@ class ResultStore:
             for n, line in enumerate(complete.decode("utf-8").splitlines(), start=1):
                 if line.strip():
                     try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError:
+                        records.append(parse_json(line))
+                    except ValueError:  # not JSON, or nested absurdly deep
                         raise InvalidInputError(f"{runs}, line {n}: not valid JSON; the run log is damaged", field="out") from None
         if not records:
             data_lines = out.read_bytes().count(b"\n") - 1 if size else 0

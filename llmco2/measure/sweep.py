@@ -188,14 +188,25 @@ def _estimates(items: Sequence[tuple[ModelArch, Request, GPU]], runs: int, windo
             for p, d, g in zip(table["prefill_time_s"], table["decode_time_s"], table["generated_tokens"], strict=True)]
 
 
+def read_configs(path: Path) -> list[tuple[ModelArch, Request, GPU]]:
+    """The configurations of the request file ``path``; a refusal of the file names ``configs``, the
+    parameter that gave it (the request-file reader names ``requests``)."""
+    from llmco2.analytic.batch import read_request_csv
+
+    try:
+        return read_request_csv(path)
+    except InvalidInputError as exc:
+        if exc.field != "requests":
+            raise
+        raise type(exc)(str(exc.args[0]) if exc.args else "", field="configs") from None
+
+
 def plan_sweep(options: SweepOptions, readonly: bool = True) -> SweepPlan:
     """Read the configurations and compare them with the output on disk (no GPU needed).
 
     ``readonly=False`` also repairs the output files after a crash (see :class:`ResultStore`).
     """
-    from llmco2.analytic.batch import read_request_csv
-
-    items = read_request_csv(options.configs)
+    items = read_configs(options.configs)
     engines = read_engines(options.configs, len(items), ENGINE_OF_MODE[options.decode_mode])
     store = ResultStore.open(options.shard_out, readonly=readonly)
     mine = [(i, t) for i, t in enumerate(items) if i % options.num_shards == options.shard]

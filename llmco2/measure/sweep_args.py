@@ -15,9 +15,10 @@ def read_engines(path: Path, n: int, default: str) -> list[str]:
     catalog aliases allowed) or ``default`` for every row."""
     import csv
 
+    from llmco2.analytic.compressed import open_text
     from llmco2.specs.engines import get_engine
 
-    with path.open(newline="") as fh:
+    with open_text(path) as fh:  # a gzip-compressed file as the request reader takes it
         reader = csv.DictReader(fh)
         if "engine" not in [h.strip() for h in (reader.fieldnames or [])]:
             return [default] * n

@@ -13,7 +13,6 @@ data-centre constants; their rows keep the per-device prior of :class:`llmco2.ph
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import LayerAnalysis
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import parse_json
 from llmco2.physics.priors import PHASE_NAMES, PhaseInputs, check_step_params
 from llmco2.physics.step_physics import StepParams, shapes_of, step_cost
 
@@ -50,7 +50,7 @@ def step_phase_cost(params: StepParams, analysis: LayerAnalysis, x: PhaseInputs)
 def read_step_params(path: str | Path) -> StepParams:
     """The constants of a step-physics JSON file (``llmco2/serving/data/step_physics.json``)."""
     try:
-        raw = json.loads(Path(path).read_text())
+        raw = parse_json(Path(path).read_text())
         return StepParams.from_dict(raw)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InvalidInputError(f"cannot read step constants from {path}: {exc}", field="step_file") from exc

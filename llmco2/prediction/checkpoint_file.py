@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.errors import InvalidInputError
+from llmco2.file_checks import JSONTooDeepError, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -47,22 +48,6 @@ MAX_HEADER_BYTES = 64 << 20
 CONVERT_HINT = "`llmco2.prediction.checkpoint_file.convert_legacy({path!r}, trust=True)`"
 #: Deepest nesting of lists and objects accepted in the metadata (real checkpoints reach about 6).
 MAX_META_DEPTH = 16
-
-
-def json_depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value (a scalar: 0), computed without recursion."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            stack.extend((x, d + 1) for x in v.values())
-        elif isinstance(v, list):
-            stack.extend((x, d + 1) for x in v)
-        else:
-            deepest = max(deepest, d)
-            continue
-        deepest = max(deepest, d + 1)
-    return deepest
 
 
 def _weights_digest(tensors: Mapping[str, NDArray]) -> str:
@@ -119,25 +104,49 @@ def write_checkpoint(path: str | Path, tensors: Mapping[str, NDArray], meta: Map
     return dest
 
 
-def _looks_like_pickle(head: bytes) -> bool:
-    """A ``torch.save`` zip archive, a legacy torch file or a plain pickle (protocol 2+)."""
-    return head.startswith(b"PK\x03\x04") or (len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5)
+def _looks_like_pickle(blob: bytes) -> bool:
+    """A ``torch.save`` zip archive (a zip holding a ``data.pkl``, read by its table of contents
+    only), a legacy torch file or a plain pickle (protocol 2+)."""
+    if blob.startswith(b"PK\x03\x04"):
+        import io
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(io.BytesIO(blob)) as archive:
+                return any(name == "data.pkl" or name.endswith("/data.pkl") for name in archive.namelist())
+        except (zipfile.BadZipFile, ValueError, OSError):
+            return False
+    return len(blob) >= 2 and blob[0] == 0x80 and 2 <= blob[1] <= 5
+
+
+def check_checkpoint_file(path: str | Path, field: str = "checkpoint") -> Path:
+    """``path`` if it is an existing regular file; else what it is instead (missing, a directory,
+    not a regular file such as a FIFO or ``/dev/zero``), naming ``field``."""
+    p = Path(path)
+    if p.is_dir():
+        raise InvalidInputError(f"checkpoint {str(p)!r} is a directory, not a file", field=field)
+    if not p.exists():
+        raise InvalidInputError(f"no such checkpoint {str(p)!r}", field=field)
+    if not p.is_file():
+        raise InvalidInputError(f"checkpoint {str(p)!r} is not a regular file", field=field)
+    return p
 
 
 def _header(p: Path, blob: bytes) -> dict[str, Any]:
     """The safetensors header of ``blob`` (checked for shape, not yet for digests)."""
     n = int.from_bytes(blob[:8], "little") if len(blob) >= 8 else 0
     if n < 2 or n > MAX_HEADER_BYTES or 8 + n > len(blob) or blob[8:9] != b"{":
-        if _looks_like_pickle(blob[:8]):
+        if _looks_like_pickle(blob):
             raise InvalidInputError(
                 f"{p} is a pickle-based checkpoint (the format of earlier llmco2 versions), which can run code when loaded; "
                 f"it is not loaded. If you trust where it came from, convert it once: {CONVERT_HINT.format(path=str(p))}",
                 field="checkpoint")
-        raise InvalidInputError(f"{p} is not an llmco2 checkpoint (expected a safetensors file, got {len(blob)} bytes "
-                                "of something else)", field="checkpoint")
+        what = "a zip archive" if blob.startswith(b"PK\x03\x04") else f"{len(blob)} bytes of something else"
+        raise InvalidInputError(f"{p} is not an llmco2 checkpoint (expected a safetensors file, got {what})",
+                                field="checkpoint")
     try:
-        header = json.loads(blob[8:8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = parse_json(blob[8:8 + n])
+    except (UnicodeDecodeError, json.JSONDecodeError, JSONTooDeepError):
         raise InvalidInputError(f"{p} is not an llmco2 checkpoint (its safetensors header is not JSON)", field="checkpoint") from None
     meta = header.get("__metadata__") if isinstance(header, dict) else None
     if not isinstance(meta, dict) or not isinstance(meta.get(META_KEY), str):
@@ -148,13 +157,7 @@ def _header(p: Path, blob: bytes) -> dict[str, Any]:
 def read_checkpoint(path: str | Path) -> tuple[dict[str, NDArray[np.float32]], dict[str, Any]]:
     """``(tensors, meta)`` of the checkpoint at ``path``, after checking both digests and that every
     weight is finite. Any problem is an :class:`InvalidInputError` naming the file."""
-    p = Path(path)
-    if p.is_dir():
-        raise InvalidInputError(f"checkpoint {str(p)!r} is a directory, not a file", field="checkpoint")
-    if not p.exists():
-        raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="checkpoint")
-    if not p.is_file():
-        raise InvalidInputError(f"checkpoint {str(p)!r} is not a regular file", field="checkpoint")
+    p = check_checkpoint_file(path)
     try:
         blob = p.read_bytes()
     except OSError as exc:
@@ -172,14 +175,12 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, NDArray[np.float32]], d
         raise InvalidInputError(f"{p} is corrupted: its SHA-256 does not match the one recorded when it was written",
                                 field="checkpoint")
     try:
-        meta = json.loads(text)
+        meta = parse_json(text, max_depth=MAX_META_DEPTH)
     except json.JSONDecodeError:
         raise InvalidInputError(f"{p} is corrupted: its metadata is not JSON", field="checkpoint") from None
-    except RecursionError:
-        raise InvalidInputError(f"{p} is not a usable checkpoint: its metadata is nested too deeply", field="checkpoint") from None
-    if json_depth(meta) > MAX_META_DEPTH:
+    except JSONTooDeepError:
         raise InvalidInputError(f"{p} is not a usable checkpoint: its metadata is nested more than {MAX_META_DEPTH} levels "
-                                "deep", field="checkpoint")
+                                "deep", field="checkpoint") from None
     if not isinstance(meta, dict) or meta.get("kind") != "llmco2-gnn":
         raise InvalidInputError(f"{p} is not an llmco2 GNN checkpoint", field="checkpoint")
     for name, a in tensors.items():
@@ -193,9 +194,7 @@ def convert_legacy(src: str | Path, dest: str | Path | None = None, *, trust: bo
     format. Unpickling can run code, so this refuses unless ``trust`` is true; even then it first
     tries PyTorch's restricted loader (``weights_only=True``), which runs nothing, and falls back to
     a full unpickle only where that fails. Needs torch."""
-    p = Path(src)
-    if not p.is_file():
-        raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="src")
+    p = check_checkpoint_file(src, "src")
     if not trust:
         raise InvalidInputError(f"converting {p} unpickles it, which can run code; pass `trust=True` if you trust where it came from",
                                 field="trust")

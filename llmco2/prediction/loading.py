@@ -34,13 +34,13 @@ def default_checkpoint_path() -> Path:
 
 def checkpoint_path(path: str | None = None) -> Path:
     """The checkpoint file ``path`` names (default: the shipped one); raises when it is missing."""
+    from llmco2.prediction.checkpoint_file import check_checkpoint_file
+
     p = Path(path) if path else default_checkpoint_path()
-    if not p.is_file():
-        if path is None:
-            raise InvalidInputError("the shipped default checkpoint is missing from this installation; pass `checkpoint`",
-                                    field="checkpoint")
-        raise InvalidInputError(f"no such checkpoint {str(p)!r}", field="checkpoint")
-    return p
+    if path is None and not p.is_file():
+        raise InvalidInputError("the shipped default checkpoint is missing from this installation; pass `checkpoint`",
+                                field="checkpoint")
+    return check_checkpoint_file(p)  # missing, a directory, a FIFO or /dev/zero: said as such
 
 
 def load_predictor(path: str | None = None) -> InferenceModel:

@@ -204,6 +204,8 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
     check_scope(scope)  # None too, as llmco2.predict refuses it (the default is "gpu")
 
     arch, dev, req = server_setup(model, gpu, num_gpus, tp, engine, dtype, ep)
+    assume = resolve_assumptions([dev], region_id, carbon_intensity, pue_value, lifetime_years, engine=req.engine,
+                                 scope=scope, platform=platform)  # before the simulation: a bad region costs nothing
     memory = memory_budget(arch, dev, req)
     idle_w, idle_source = idle_power_w(dev, num_gpus)
     physics = cost is None and predictor is None
@@ -227,8 +229,6 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
         calibrate(schedule, factor)
         applied = {"factor": factor, "source": calibration.source, "rows": calibration.rows,
                    "decode_latency": bool(calibration.latency_coef)}
-    assume = resolve_assumptions([dev], region_id, carbon_intensity, pue_value, lifetime_years, engine=req.engine,
-                                 scope=scope, platform=platform)
     frame = request_frame(schedule, dev, num_gpus, assume)
     summary = summarise(schedule)
     server_j = float(frame["server_j"].sum())

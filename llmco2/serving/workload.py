@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 LENGTH_SOURCES = ("conv", "code", "fixed")
 #: Most tokens of a prompt or an output (as for a request, :data:`llmco2.specs.limits.REQUEST_LIMITS`).
 MAX_TOKENS = REQUEST_LIMITS["prompt_tokens"]
+#: Lowest arrival rate a workload is simulated at (requests/s): one a day. Idle time between
+#: arrivals is charged to the requests, so a rate near zero would charge one request for years of idling
+#: (``rate=1e-300`` predicted 1.9e302 J for five requests).
+MIN_RATE = 1.0 / 86_400
 
 
 @dataclass(frozen=True)
@@ -101,16 +105,26 @@ def trace_lengths(which: str, n: int | None = None, seed: int = 0) -> tuple[NDAr
     output = z[f"{which}_output"].astype(np.int64)
     offsets = z[f"{which}_offsets"].astype(np.float64)
     if n is not None:
-        n = whole_number(n, "requests_count", 1, MAX_SIMULATED_REQUESTS)
+        n = whole_number(n, "n", 1, MAX_SIMULATED_REQUESTS)
         seed = whole_number(seed, "seed", 0)
         idx = np.random.default_rng(seed).integers(0, len(prompt), size=n)
         return prompt[idx], output[idx], np.sort(offsets[idx])
     return prompt, output, offsets
 
 
+def check_rate(rate: Any) -> float:
+    """``rate`` (requests/s) as a finite number from :data:`MIN_RATE` (one request a day); else an
+    :class:`InvalidInputError` naming ``rate``."""
+    rate = finite_number(rate, "rate", above=True, what="a positive number of requests per second")
+    if rate < MIN_RATE:
+        raise InvalidInputError(f"{rate:g} requests/s is below {MIN_RATE:g} (one request a day): the server would idle "
+                                f"for {1 / rate:.3g} s between requests and charge that idle energy to them", field="rate")
+    return rate
+
+
 def poisson_arrivals(n: int, rate_per_s: float, seed: int = 0) -> NDArray[np.float64]:
     """Arrival times (s) of ``n`` requests of a Poisson process at ``rate_per_s``."""
-    rate_per_s = finite_number(rate_per_s, "rate", above=True, what="a positive number of requests per second")
+    rate_per_s = check_rate(rate_per_s)
     seed = whole_number(seed, "seed", 0)
     gaps = np.random.default_rng(seed).exponential(1.0 / rate_per_s, size=n)
     return np.cumsum(gaps) - gaps[0]
@@ -137,7 +151,7 @@ def make_workload(lengths: str = "conv", n: int | None = None, rate: float | Non
     if loads != 1:
         raise InvalidInputError("give exactly one load: `rate=R`, `concurrency=N` or trace timestamps", field="load")
     if rate is not None:
-        rate = finite_number(rate, "rate", above=True, what="a positive number of requests per second")
+        rate = check_rate(rate)
     if concurrency is not None:
         concurrency = whole_number(concurrency, "concurrency", 1)
     if lengths == "fixed":

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
-from llmco2.errors import InvalidInputError
+from llmco2.errors import InvalidInputError, UnknownIdError
+from llmco2.file_checks import JSONTooDeepError, check_input_file, parse_json
 from llmco2.specs.limits import MAX_CONTEXT
 from llmco2.specs.models import ACTIVATIONS, ModelArch, model_catalog
 
@@ -309,11 +311,18 @@ def load_hf_config(path: str | Path, approximate: bool = False) -> ModelArch:
     """Load a HF ``config.json`` file (or a folder holding one) as a `ModelArch`."""
     p = Path(path)
     if p.is_dir():
+        if not (p / "config.json").exists():
+            raise InvalidInputError(f"{str(p)!r} is a directory without a config.json; give a model id or a path to a "
+                                    "config.json", field="model")
         p = p / "config.json"
-    if not p.is_file():
+    if not p.exists():
         raise InvalidInputError(f"no such file {str(p)!r}; give a model id or a path to a config.json", field="model")
+    check_input_file(p, "model")  # a folder named config.json, a FIFO, /dev/zero: said as such
     try:
-        cfg = json.loads(p.read_text(), object_pairs_hook=_unique_keys)
+        cfg = parse_json(p.read_text(), object_pairs_hook=_unique_keys)
+    except JSONTooDeepError as exc:
+        raise InvalidInputError(f"{p} is not a model config: its JSON is {exc} (a config.json is a flat object)",
+                                field="model") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"{p} is not valid JSON ({exc.msg if hasattr(exc, 'msg') else exc})", field="model") from None
     except OSError as exc:
@@ -332,4 +341,9 @@ def get_model(name: str | ModelArch, approximate: bool = False) -> ModelArch:
     path = Path(text)
     if text.endswith(".json") or (path.is_dir() and (path / "config.json").is_file()):
         return load_hf_config(path, approximate=approximate)
-    return model_catalog().get(text, field="model")
+    try:
+        return model_catalog().get(text, field="model")
+    except UnknownIdError:
+        if text and os.path.lexists(text):  # a path that is no id: a folder without config.json, a FIFO, a config file
+            return load_hf_config(path, approximate=approximate)
+        raise

@@ -17,6 +17,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from llmco2.file_checks import parse_json
+
 log = logging.getLogger(__name__)
 #: Folder of the cached copies, named by their format (a copy with its digest): versions that wrote
 #: bare copies read theirs from ``toml/`` and never meet these.
@@ -57,12 +59,12 @@ def _read_cached(key: Path) -> dict[str, Any] | None:
     """The document cached at ``key``, or None when there is none, or it is not what was written
     (its body does not match its recorded SHA-256)."""
     try:
-        entry = json.loads(key.read_text())
+        entry = parse_json(key.read_text())
         body = entry["doc"]
         if hashlib.sha256(body.encode()).hexdigest() != entry["sha256"]:
             log.warning("ignoring the edited or damaged catalog cache %s", key)
             return None
-        doc = json.loads(body)
+        doc = parse_json(body)
         return doc if isinstance(doc, dict) else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

@@ -26,7 +26,7 @@ from llmco2.data.sampling.common import (
 from llmco2.data.sampling.frames import config_frame
 from llmco2.data.sampling.hardware import GPU_COUNTS, PAPER_GPUS, sampler_gpus
 from llmco2.data.sampling.inference import draw_batch_sizes, trace_pairs
-from llmco2.data.sampling.samplers import Sampler, SampleReport
+from llmco2.data.sampling.samplers import Sampler, SampleReport, check_seed
 from llmco2.errors import InvalidInputError
 
 
@@ -174,7 +174,7 @@ class FocusedSampler(Sampler):
         """``variants_per_model`` perturbed variants of every model, from a stream of ``seed``
         separate from the row draws."""
         k = self.variants_per_model
-        return self.perturb(np.random.default_rng([int(seed), 1]), np.repeat(np.arange(len(self.models.archs)), k))
+        return self.perturb(np.random.default_rng([check_seed(seed), 1]), np.repeat(np.arange(len(self.models.archs)), k))
 
     def sample(self, n: int, seed: int = 0) -> pd.DataFrame:
         """``n`` configurations from the priors (see the class doc), the same for the same seed."""

@@ -32,8 +32,15 @@ from llmco2.data.sampling.common import (
 from llmco2.data.sampling.frames import config_frame
 from llmco2.data.sampling.hardware import GPU_COUNTS, PAPER_GPUS, Gpus, feasible, sampler_gpus
 from llmco2.errors import InvalidInputError
+from llmco2.specs.limits import whole_number
 
 log = logging.getLogger(__name__)
+
+
+def check_seed(seed: Any) -> int:
+    """``seed`` as a whole number from 0 (NumPy refuses a negative seed with a ``ValueError`` of its
+    own); text, fractions and other types are refused too, naming ``seed``."""
+    return whole_number(seed, "seed", 0)
 
 
 @dataclass
@@ -84,6 +91,7 @@ class Sampler:
         with ``n``. Up to ``block`` rows: the single frame of :meth:`sample`; beyond, block ``i``
         draws with its own seed, derived from ``(seed, i)``. :attr:`last_report` covers every block."""
         block = block or SAMPLE_BLOCK
+        seed = check_seed(seed)
         if n <= block:
             yield self.sample(n, seed)
             return
@@ -103,7 +111,7 @@ class Sampler:
             raise InvalidInputError(f"must be a non-negative integer, got {n!r}", field="n")
         n = int(n)
         start = time.perf_counter()
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed(seed))
         report = SampleReport(requested=n)
         parts: list[pd.DataFrame] = []
         have = 0

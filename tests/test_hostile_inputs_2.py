@@ -1,0 +1,287 @@
+"""Hostile and careless inputs of issue 33 that earlier rounds left: each ends in exit 2 with one
+line naming its cause (``InvalidInputError`` in the API), never a traceback or a silent answer."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from llmco2.errors import InvalidInputError
+from llmco2.file_checks import MAX_JSON_DEPTH, JSONTooDeepError, parse_json
+from llmco2.specs import get_model
+from llmco2.specs.toml_cache import loads_toml
+from tests.helpers import run_cli
+
+BASE = {"model_type": "llama", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 4,
+        "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 32000, "max_position_embeddings": 4096}
+ONE = ["--gpu", "h100", "--batch-size", "1", "--prompt-tokens", "10", "--gen-tokens", "5"]
+REQUESTS = "model,gpu,batch_size,prompt_tokens,generated_tokens\nllama3.1-8b,h100,1,100,50\n"
+
+
+def _one_line_error(code: int, err: str, *mentions: str) -> None:
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for m in mentions:
+        assert m in err, err
+
+
+# -- JSON nested absurdly deep -------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a":' * 50_000 + "1" + "}" * 50_000,
+                                  "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)])
+def test_parse_json_refuses_deep_documents(text: str) -> None:
+    with pytest.raises(JSONTooDeepError, match="nested more than"):
+        parse_json(text)
+
+
+def test_parse_json_reads_ordinary_documents() -> None:
+    deep_enough = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    assert parse_json('{"a": [1, {"b": 2}]}') == {"a": [1, {"b": 2}]}
+    assert json.dumps(parse_json(deep_enough)) == deep_enough
+
+
+def test_deep_config_json_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = run_cli(["predict", "--model", str(path), *ONE], capsys)
+    _one_line_error(code, err, "--model", "nested more than 64 levels deep")
+
+
+def test_deep_catalog_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMCO2_CACHE_DIR", str(tmp_path))
+    text = "world = 484.4\n"
+    assert loads_toml(text, "grid") == {"world": 484.4}
+    (entry,) = (tmp_path / "toml-v2").glob("grid-*.json")
+    entry.write_text("[" * 100_000 + "]" * 100_000)
+    assert loads_toml(text, "grid") == {"world": 484.4}  # parsed again, not a RecursionError
+
+
+def test_deep_partial_manifest_starts_afresh(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, out = tmp_path / "r.csv", tmp_path / "pred.csv"
+    src.write_text(REQUESTS)
+    (tmp_path / ".pred.csv.partial").write_text("junk")
+    (tmp_path / ".pred.csv.partial.json").write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = run_cli(["predict", "--requests", str(src), "--out", str(out)], capsys)
+    assert code == 0, err
+    assert out.read_text().count("\n") == 2
+
+
+# -- a path given as a model that is not a config file -------------------------------------------
+def test_model_path_that_is_a_directory_or_special_file(tmp_path: Path) -> None:
+    folder = tmp_path / "weights"
+    folder.mkdir()
+    with pytest.raises(InvalidInputError, match="is a directory without a config.json"):
+        get_model(str(folder))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInputError, match="is not a regular file"):
+        get_model(str(fifo))
+    with pytest.raises(InvalidInputError, match="is not a regular file"):
+        get_model("/dev/zero")
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(InvalidInputError, match="is a directory"):
+        get_model(str(tmp_path / "dir.json"))
+
+
+def test_model_path_without_json_suffix_is_read_as_a_config(tmp_path: Path) -> None:
+    path = tmp_path / "my_config"
+    path.write_text(json.dumps({**BASE, "architectures": ["LlamaForCausalLM"]}))
+    assert get_model(str(path)).num_layers == 4
+    with pytest.raises(InvalidInputError, match="unknown model"):
+        get_model("no-such-model-or-file")
+
+
+# -- a symbolic link loop as the output ----------------------------------------------------------
+@pytest.mark.parametrize("command", [["predict", "--requests", "{src}", "--out", "{out}"],
+                                     ["sample", "--n", "3", "--out", "{out}"],
+                                     ["analyze", "batch", "--requests", "{src}", "--out", "{out}"]])
+def test_output_that_is_a_symlink_loop(command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src, out = tmp_path / "r.csv", tmp_path / "loop.csv"
+    src.write_text(REQUESTS)
+    out.symlink_to(out.name)
+    code, _, err = run_cli([a.format(src=src, out=out) for a in command], capsys)
+    _one_line_error(code, err, "--out", "symbolic link that leads back to itself")
+    assert out.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["loop.csv", "r.csv"]
+
+
+def test_api_output_that_is_a_symlink_loop(tmp_path: Path) -> None:
+    from llmco2 import FileJob, predict_file
+
+    src, out = tmp_path / "r.csv", tmp_path / "loop.csv"
+    src.write_text(REQUESTS)
+    out.symlink_to(out.name)
+    with pytest.raises(InvalidInputError, match="symbolic link") as info:
+        predict_file(FileJob(requests=str(src), out=str(out)))
+    assert info.value.field == "out"
+
+
+# -- a negative or fractional seed ---------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["focused", "random"])
+def test_sample_refuses_a_negative_seed(strategy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "s.csv"
+    code, _, err = run_cli(["sample", "--strategy", strategy, "--n", "3", "--seed", "-1", "--out", str(out)], capsys)
+    _one_line_error(code, err, "--seed", "whole number from 0", "-1")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("seed", [-1, 2.5, "3", None])
+def test_sampler_refuses_a_bad_seed(seed: object) -> None:
+    from llmco2.data.sampling import RandomSampler
+
+    sampler = RandomSampler(max_prompt=1000, max_generated=1000)
+    with pytest.raises(InvalidInputError, match="whole number") as info:
+        sampler.sample(2, seed=seed)  # type: ignore[arg-type]
+    assert info.value.field == "seed"
+    with pytest.raises(InvalidInputError, match="whole number"):
+        next(sampler.sample_blocks(2, seed=seed))  # type: ignore[arg-type]
+
+
+# -- llmco2 measure names --configs, and reads a gzip-compressed configurations file ------------
+@pytest.mark.parametrize(("make", "mention"), [
+    (lambda p: None, "no such file"),
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: os.mkfifo(p), "is not a regular file"),
+    (lambda p: p.write_text('{"model": 1}\n'), "does not look like a request file"),
+])
+def test_measure_errors_name_configs(make, mention: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    configs = tmp_path / "configs.csv"
+    make(configs)
+    code, _, err = run_cli(["measure", "--configs", str(configs), "--out", str(tmp_path / "m.csv"), "--dry-run",
+                            "--device", "h200"], capsys)
+    _one_line_error(code, err, "--configs", mention)
+    assert "--requests" not in err
+
+
+def test_measure_reads_gzip_configs_with_an_engine_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    configs = tmp_path / "configs.csv.gz"
+    with gzip.open(configs, "wt") as fh:
+        fh.write("model,gpu,batch_size,prompt_tokens,generated_tokens,engine\n"
+                 "llama3.1-8b,h200,1,100,50,hf-static\nllama3.1-8b,h200,2,100,50,\n")
+    code, out, err = run_cli(["measure", "--configs", str(configs), "--out", str(tmp_path / "m.csv"), "--dry-run",
+                              "--device", "h200", "--json"], capsys)
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["total"] == 2 and [c["engine"] for c in plan["configurations"]] == ["hf-static", "hf"]
+
+
+# -- report trace --serving --sweep-requests: refused up front, naming the flag ------------------
+@pytest.mark.parametrize("count", ["0", "1000000000"])
+def test_report_sweep_requests_out_of_range(count: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["report", "trace", "--serving", "--sweep-requests", count, "-o", str(tmp_path / "t.png")],
+                           capsys)
+    _one_line_error(code, err, "--sweep-requests", "from 1 to 1,000,000")
+    assert "requests-count" not in err and list(tmp_path.iterdir()) == []
+
+
+def test_trace_lengths_names_its_own_parameter() -> None:
+    from llmco2.serving.workload import trace_lengths
+
+    with pytest.raises(InvalidInputError) as info:
+        trace_lengths("conv", 10**9)
+    assert info.value.field == "n"
+
+
+# -- the serving API: rates near zero, empty texts ------------------------------------------------
+@pytest.mark.parametrize("rate", [1e-300, 1e-6])
+def test_make_workload_refuses_a_rate_below_one_a_day(rate: float) -> None:
+    from llmco2 import make_workload
+
+    with pytest.raises(InvalidInputError, match="one request a day") as info:
+        make_workload(n=5, rate=rate)
+    assert info.value.field == "rate"
+
+
+def test_make_workload_takes_a_rate_of_one_a_day() -> None:
+    from llmco2 import make_workload
+    from llmco2.serving.workload import MIN_RATE
+
+    assert len(make_workload(n=3, rate=MIN_RATE).prompt_tokens) == 3
+
+
+@pytest.mark.parametrize(("name", "value", "mention"), [("region", "", "is empty"), ("pue", " ", "is empty"),
+                                                        ("region", "Narnia", "unknown region")])
+def test_serve_refuses_bad_assumptions_before_simulating(name: str, value: str, mention: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import llmco2.serving.api as serving_api
+    from llmco2 import make_workload, serve
+
+    def no_simulation(*args: object, **kwargs: object) -> None:
+        raise AssertionError("simulated before the assumptions were checked")
+
+    workload = make_workload(n=5, rate=1.0)
+    monkeypatch.setattr(serving_api, "simulate", no_simulation)
+    with pytest.raises(InvalidInputError, match=mention) as info:
+        serve("llama3.1-8b", "h100", workload, **{name: value})
+    assert info.value.field == name
+
+
+# -- a checkpoint that is a directory, a special file or a zip of something else ----------------
+def _special_checkpoints(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    import zipfile
+
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "pipe")
+    with zipfile.ZipFile(tmp_path / "notes.zip", "w") as archive:
+        archive.writestr("notes.txt", "hello")
+    return {"folder": (str(tmp_path / "folder"), "is a directory, not a file"),
+            "pipe": (str(tmp_path / "pipe"), "is not a regular file"),
+            "zero": ("/dev/zero", "is not a regular file"),
+            "zip": (str(tmp_path / "notes.zip"), "got a zip archive")}
+
+
+@pytest.mark.parametrize("which", ["folder", "pipe", "zero", "zip"])
+def test_predict_checkpoint_that_is_not_a_checkpoint_file(which: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path, mention = _special_checkpoints(tmp_path)[which]
+    code, _, err = run_cli(["predict", "--model", "llama3.1-8b", *ONE, "--checkpoint", path], capsys)
+    _one_line_error(code, err, "--checkpoint", mention)
+    assert "no such" not in err and "pickle" not in err and "--trust" not in err
+
+
+@pytest.mark.parametrize("which", ["folder", "pipe", "zip"])
+def test_checkpoint_inspect_names_its_path(which: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, mention = _special_checkpoints(tmp_path)[which]
+    code, _, err = run_cli(["checkpoint", "inspect", path], capsys)
+    _one_line_error(code, err, "path: ", mention)
+    assert "--checkpoint" not in err
+
+
+def test_a_torch_zip_is_still_called_pickle_based(tmp_path: Path) -> None:
+    import zipfile
+
+    from llmco2.prediction.checkpoint_file import read_checkpoint
+
+    legacy = tmp_path / "old.pt"
+    with zipfile.ZipFile(legacy, "w") as archive:  # the layout torch.save writes
+        archive.writestr("old/data.pkl", b"\x80\x02}q\x00.")
+        archive.writestr("old/version", "3\n")
+    with pytest.raises(InvalidInputError, match="pickle-based checkpoint"):
+        read_checkpoint(legacy)
+
+
+# -- analyze options that a prefill or a FLOP count without --elapsed-s would ignore -------------
+ATTENTION = ["analyze", "attention", "--hidden-size", "4096", "--num-heads", "32", "--batch-size", "1", "--seq-len", "16"]
+
+
+@pytest.mark.parametrize(("extra", "mention"), [
+    (["--new-tokens", "5"], "--new-tokens only applies to decode"),
+    (["--kv-len", "past", "--decode-projections", "q"], "--decode-projections, --kv-len only apply to decode"),
+])
+def test_attention_decode_options_in_prefill(extra: list[str], mention: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli([*ATTENTION, "--phase", "prefill", *extra], capsys)
+    _one_line_error(code, err, mention)
+    code, out, err = run_cli([*ATTENTION, "--phase", "decode", *extra, "--json"], capsys)
+    assert code == 0 and json.loads(out)["flops_per_chip"] > 0, err
+
+
+@pytest.mark.parametrize("extra", [["--gpu", "h100"], ["--gpus", "4"], ["--dtype", "fp8"]])
+def test_flops_peak_options_need_elapsed(extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    flops = ["analyze", "flops", "--model", "llama3.1-8b", "--batch-size", "1", "--seq-len", "16"]
+    code, _, err = run_cli([*flops, *extra], capsys)
+    _one_line_error(code, err, extra[0], "only applies with --elapsed-s")
+    code, out, err = run_cli([*flops, "--gpu", "h100", *extra, "--elapsed-s", "0.01", "--json"], capsys)
+    assert code == 0 and 0 < json.loads(out)["mfu"] < 1, err
