@@ -285,3 +285,46 @@ def test_flops_peak_options_need_elapsed(extra: list[str], capsys: pytest.Captur
     _one_line_error(code, err, extra[0], "only applies with --elapsed-s")
     code, out, err = run_cli([*flops, "--gpu", "h100", *extra, "--elapsed-s", "0.01", "--json"], capsys)
     assert code == 0 and 0 < json.loads(out)["mfu"] < 1, err
+
+
+# -- a gzip-compressed hourly intensity file is read, as a gzip request log is --------------------
+HOURS = b"timestamp,g_co2eq_per_kwh,region\n2024-03-01T00:00:00Z,100,FR\n2024-03-01T01:00:00Z,300,FR\n"
+
+
+@pytest.mark.parametrize("name", ["hours.csv.gz", "hours.csv"])  # gzip by its name, or by its first bytes
+def test_gzip_intensity_file_is_read(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    hours = tmp_path / name
+    hours.write_bytes(gzip.compress(HOURS))
+    plain = tmp_path / "plain.csv"
+    plain.write_bytes(HOURS)
+    one = ["predict", "--model", "llama3.1-8b", *ONE, "--region", "FR", "--timestamp", "2024-03-01T01:10Z", "--json"]
+    code, out, err = run_cli([*one, "--intensity-file", str(hours)], capsys)
+    assert code == 0, err
+    assert json.loads(out)["assumptions"]["grid"]["g_co2eq_per_kwh"] == 300
+    src = tmp_path / "r.csv"
+    src.write_text("model,gpu,batch_size,prompt_tokens,generated_tokens,timestamp\n"
+                   "llama3.1-8b,h100,1,100,10,2024-03-01T00:30Z\nllama3.1-8b,h100,1,100,10,2024-03-01T01:30Z\n")
+    outputs = []
+    for intensity in (hours, plain):
+        out_path = tmp_path / f"p_{intensity.name}.csv"
+        code, _, err = run_cli(["predict", "--requests", str(src), "--out", str(out_path), "--region", "FR",
+                                "--intensity-file", str(intensity)], capsys)
+        assert code == 0, err
+        outputs.append(out_path.read_text())
+    assert outputs[0] == outputs[1]  # the same predictions as from the uncompressed file
+    import pandas as pd
+
+    assert list(pd.read_csv(tmp_path / f"p_{hours.name}.csv")["intensity_g_per_kwh"]) == [100, 300]  # each row's hour
+
+
+def test_damaged_gzip_intensity_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    hours = tmp_path / "hours.csv.gz"
+    hours.write_bytes(gzip.compress(HOURS)[:-6])
+    code, _, err = run_cli(["predict", "--model", "llama3.1-8b", *ONE, "--region", "FR", "--timestamp", "2024-03-01T01:10Z",
+                            "--intensity-file", str(hours)], capsys)
+    _one_line_error(code, err, "--intensity-file", "is not a readable gzip file")
+    assert "not an hourly intensity file" not in err

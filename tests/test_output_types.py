@@ -93,3 +93,45 @@ def test_analyze_batch_writes_parquet_for_a_parquet_name_and_refuses_json(tmp_pa
     assert pq.read_table(out).num_rows == 1  # a real Parquet file, not CSV text under a .parquet name
     code, _, err = run(["analyze", "batch", "--requests", str(src), "--out", str(tmp_path / "b.csv"), "--json"], capsys)
     assert code == 2 and "prints no JSON" in err and not (tmp_path / "b.csv").exists()
+
+
+# -- analyze batch: the same rule as predict ----------------------------------------------------
+def _analysis_schema(schema_in: pa.Schema) -> pa.Schema:
+    from llmco2.analytic.batch import ANALYSIS_COLUMNS
+
+    added = [pa.field(c, pa.bool_() if c == "fits_in_memory" else pa.float64()) for c in ANALYSIS_COLUMNS]
+    return pa.schema([*schema_in, *added])
+
+
+def test_analyze_batch_keeps_the_parquet_schema(tmp_path: Path, capsys) -> None:
+    from llmco2.analytic.batch import ANALYSIS_COLUMNS, analyze_request_table, read_request_csv
+
+    src = _typed_log(tmp_path)
+    out = tmp_path / "a.parquet"
+    code, _, err = run(["analyze", "batch", "--requests", str(src), "--out", str(out)], capsys)
+    assert code == 0, err
+    assert pq.read_schema(out) == _analysis_schema(pq.read_schema(src))
+    got, given = pq.read_table(out), pq.read_table(src)
+    assert got.select(given.column_names).equals(given)  # every input cell, as typed
+    expected = analyze_request_table(read_request_csv(src))
+    for c in ANALYSIS_COLUMNS:  # the numbers of the table the analysis always made
+        assert got.column(c).to_pylist() == expected[c].tolist(), c
+
+
+def test_analyze_batch_keeps_the_csv_columns_as_written(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "r.csv"
+    src.write_text("model,gpu,batch_size,prompt_tokens,generated_tokens,user,\"note, quoted\",ts\n"
+                   "llama3.1-8b,h100,1,100,10,u1,\"a, b\",2024-01-01T00:00:00Z\n"
+                   "qwen2-7b,h100,2,200,20,u2,,2024-01-01T01:00:00Z\n")
+    out = tmp_path / "a.csv"
+    code, _, err = run(["analyze", "batch", "--requests", str(src), "--out", str(out)], capsys)
+    assert code == 0, err
+    frame = pd.read_csv(out, dtype=str, keep_default_na=False)
+    given = pd.read_csv(src, dtype=str, keep_default_na=False)
+    assert list(frame.columns[:len(given.columns)]) == list(given.columns)
+    assert frame[list(given.columns)].equals(given)  # "h100" stays as written, not the catalog id
+    again = tmp_path / "b.csv"  # an earlier output: its analysis columns are replaced, not repeated
+    code, _, err = run(["analyze", "batch", "--requests", str(out), "--out", str(again)], capsys)
+    assert code == 0, err
+    assert again.read_bytes() == out.read_bytes()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -102,10 +102,17 @@ def kept_columns(src: Path, header: list[str]) -> list[int]:
     (:data:`~llmco2.api.output_columns.ASSUMPTION_COLUMNS`) is replaced only in an earlier output
     (which holds every prediction column), else refused (:func:`~llmco2.api.output_columns.check_added_columns`)."""
     added = OUTPUT_COLUMNS if check_added_columns(str(src), header, PREDICTION_COLUMNS) else PREDICTION_COLUMNS
-    keep = [i for i, name in enumerate(header) if name not in added]
+    return replaced_columns(src, header, added, "prediction columns", "the new predictions")
+
+
+def replaced_columns(src: Path, header: list[str], added: Sequence[str], what: str, by: str) -> list[int]:
+    """Indices of the input columns of ``src`` written back, every one with its own type, before the
+    columns a command adds (``added``): all but those named like an added one (an earlier output's,
+    ``what``), which are replaced (one warning names them, replaced ``by``)."""
+    names = set(added)
+    keep = [i for i, name in enumerate(header) if name not in names]
     if len(keep) < len(header):
-        log.warning("%s already has prediction columns (%s); they are replaced by the new predictions", src,
-                    ", ".join(h for h in header if h in added))
+        log.warning("%s already has %s (%s); they are replaced by %s", src, what, ", ".join(h for h in header if h in names), by)
     return keep
 
 

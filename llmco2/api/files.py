@@ -18,9 +18,9 @@ import itertools
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -199,6 +199,39 @@ def _fingerprint(job: FileJob, src: Path, parquet_out: bool) -> dict[str, Any]:
             "chunk_rows": CHUNK_ROWS, "parquet": parquet_out, "columns": list(OUTPUT_COLUMNS), "llmco2": __version__}
 
 
+def chunk_writer(batch: Any, first: bool, parquet: bool) -> Callable[[IO[bytes]], None]:
+    """How one chunk's Arrow record ``batch`` is appended to a partial output
+    (:meth:`~llmco2.resumable_output.ResumableOutput.commit`): for a Parquet output, Arrow IPC
+    messages that keep every column's type (the schema before the ``first`` chunk); else CSV (the
+    header with the ``first`` chunk; cells and names quoted only where they hold a delimiter, a quote
+    or a line break)."""
+    import pyarrow.csv as pa_csv
+
+    if parquet:
+        def write_ipc(fh: IO[bytes]) -> None:
+            if first:
+                fh.write(batch.schema.serialize())
+            fh.write(batch.serialize())
+        return write_ipc
+    quoting = "needed" if _needs_quotes(batch.columns) else "none"  # the inputs' and the notes' text
+    header_quoting = "needed" if first and any(c in h for h in batch.schema.names for c in ',"\r\n') else "none"
+    options = pa_csv.WriteOptions(include_header=first, quoting_style=quoting, quoting_header=header_quoting)
+
+    def write_csv(fh: IO[bytes]) -> None:
+        pa_csv.write_csv(batch, fh, options)
+    return write_csv
+
+
+def output_conversion(out: Path) -> Callable[[Path, IO[bytes]], None] | None:
+    """What turns the committed partial file into the output ``out`` (its suffix decides): Arrow IPC
+    into Parquet, CSV into gzip-compressed CSV, or nothing (CSV as written)."""
+    from llmco2.analytic.compressed import gzip_copy, is_gzip_output
+
+    if out.suffix.lower() in (".parquet", ".pq"):
+        return _ipc_to_parquet
+    return gzip_copy if is_gzip_output(out) else None
+
+
 def _ipc_to_parquet(partial: Path, fh: Any) -> None:
     """The Parquet output of the Arrow IPC messages committed in ``partial`` (one row group per chunk)."""
     import pyarrow as pa
@@ -230,9 +263,7 @@ def read_inputs(job: FileJob) -> dict[str, str | Path]:
 
 
 def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
-    import pyarrow.csv as pa_csv
-
-    from llmco2.analytic.compressed import gzip_copy, is_gzip_output
+    from llmco2.analytic.compressed import is_gzip_output
     from llmco2.analytic.request_files import count_rows, iter_request_chunks
     from llmco2.carbon.assumptions import resolve_assumptions
     from llmco2.prediction.inference import load_inference  # noqa: F401 - the model code is start-up, not prediction
@@ -261,7 +292,6 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
         why = f" (the first: line {rejects[0].line}: {rejects[0].reason})" if rejects else ""
         raise InvalidInputError(f"every row of {src} was left out{why}", field="requests")
     keep = kept_columns(src, first.header)
-    names = [first.header[i] for i in keep]
     gpus = first.table.gpus if first_chunk_gpus_suffice(first.table.gpus, len(first.table), job) else file_gpus(src)
     assume = resolve_assumptions(gpus, **job.assumptions.annual(), engine=engine)
     hourly = None
@@ -277,7 +307,7 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
         if hourly is not None:
             assume["grid"] = hourly.grid
     total = count_rows(src) if sys.stderr.isatty() else None
-    parquet_out, gzip_out = out.suffix.lower() in (".parquet", ".pq"), is_gzip_output(out)
+    parquet_out = out.suffix.lower() in (".parquet", ".pq")
     output = ResumableOutput(out, _fingerprint(job, src, parquet_out)).open()
     resumed = progress["rows"] = output.rows
     try:
@@ -289,26 +319,14 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
                     advance(len(chunk.table))
                     continue
                 batch, fp = predicted
-                if parquet_out:
-                    def write(fh: Any, batch: Any = batch, head: bool = index == 0) -> None:
-                        if head:
-                            fh.write(batch.schema.serialize())
-                        fh.write(batch.serialize())
-                else:
-                    quoting = "needed" if _needs_quotes(batch.columns) else "none"  # the inputs' and the notes' text
-                    header_quoting = "needed" if index == 0 and any(c in h for h in names for c in ',"\r\n') else "none"
-                    write_options = pa_csv.WriteOptions(include_header=index == 0, quoting_style=quoting,
-                                                        quoting_header=header_quoting)
-
-                    def write(fh: Any, batch: Any = batch, opts: Any = write_options) -> None:
-                        pa_csv.write_csv(batch, fh, opts)
+                write = chunk_writer(batch, index == 0, parquet_out)
                 output.commit(len(chunk.table), write, {"extrapolated": int(np.count_nonzero(fp.extrapolated)), **batch_totals(fp)})
                 progress["rows"] = output.rows
                 advance(len(chunk.table))
             if seen < skip:
                 raise InvalidInputError(f"{src} has fewer rows than the interrupted run committed; delete "
                                         f"{output.manifest_path} to start afresh", field="requests")
-        output.finish(_ipc_to_parquet if parquet_out else gzip_copy if gzip_out else None)
+        output.finish(output_conversion(out))
     except KeyboardInterrupt:
         output.keep()
         raise

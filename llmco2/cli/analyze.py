@@ -71,7 +71,8 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     batch.add_argument("--requests", required=True, metavar="CSV",
                        help="columns model, gpu, num_gpus, batch_size, prompt_tokens, generated_tokens "
                             "[, tensor_parallel, dtype, flash_attention]")
-    batch.add_argument("--out", required=True, metavar="FILE", help="output table (.csv or .parquet): inputs plus per-phase totals")
+    batch.add_argument("--out", required=True, metavar="FILE",
+                       help="output table (.csv or .parquet): every input column with its type, plus per-phase totals")
     add_request_args(batch, single=False)
 
     flops = asub.add_parser("flops", help="FLOPs split into tensor-core, CUDA-core and SFU work per module (seed 001), and MFU")
@@ -231,27 +232,16 @@ def cmd_analyze_model(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze_batch(args: argparse.Namespace) -> int:
-    from llmco2.analytic.batch import analyze_request_table, read_request_csv
+    from llmco2.analytic.request_parsing import RowDefaults
+    from llmco2.api.analysis_file import analyze_file
 
     if args.json:
         raise InvalidInputError("analyze batch writes its table to --out (.csv or .parquet); it prints no JSON", field="--json")
     out = check_output_path(args.out, "--out", (".csv", ".parquet"))
-    from llmco2.analytic.request_parsing import RowDefaults
-
     defaults = RowDefaults(dtype=args.dtype, act_dtype=args.act_dtype, kv_dtype=args.kv_dtype,
                            flash_attention=args.flash_attention, causal=args.causal, ignore_context=args.ignore_context)
-    rows = read_request_csv(Path(args.requests), defaults=defaults)
-    frame = analyze_request_table(rows)
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:  # written beside the output and renamed: an interrupted run leaves no partial file
-        if out.suffix.lower() == ".parquet":
-            frame.to_parquet(tmp, index=False)
-        else:
-            frame.to_csv(tmp, index=False)
-        tmp.replace(out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    sys.stderr.write(f"wrote {len(frame)} analysed requests to {out}\n")
+    rows = analyze_file(Path(args.requests), out, defaults)
+    sys.stderr.write(f"wrote {rows} analysed requests to {out}\n")
     return 0
 
 

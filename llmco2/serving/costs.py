@@ -38,7 +38,7 @@ from llmco2.serving.grid_rows import PowerRow, power_row
 from llmco2.serving.merged_steps import MergedStepCost
 from llmco2.specs import GPU, ModelArch, Request
 from llmco2.specs.gpus import static_power_w
-from llmco2.specs.limits import finite_number
+from llmco2.specs.limits import finite_number, longest_prompt
 
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
@@ -193,7 +193,7 @@ class GridCostModel:
         """Evaluate the predictors for ``request``'s GPUs, dtype and engine on the grid (one call)."""
         from llmco2.prediction import predict_phases
 
-        max_ctx = max(arch.max_context - DECODE_PROBE - 1, CONTEXT_GRID[0])
+        max_ctx = max(longest_prompt(arch.max_context) - DECODE_PROBE - 1, CONTEXT_GRID[0])
         contexts = [c for c in CONTEXT_GRID if c < max_ctx] + [max_ctx]
         contexts = sorted(set(contexts))
         items = [(arch, request.replace(batch_size=b, prompt_tokens=c, generated_tokens=DECODE_PROBE + 1), gpu)
@@ -213,7 +213,7 @@ class GridCostModel:
         """The step physics (:mod:`llmco2.physics.step_physics`, constants ``params``) on the grid."""
         from llmco2.physics.step_physics import step_cost, step_shapes
 
-        max_ctx = max(arch.max_context - DECODE_PROBE - 1, CONTEXT_GRID[0])
+        max_ctx = max(longest_prompt(arch.max_context) - DECODE_PROBE - 1, CONTEXT_GRID[0])
         contexts = sorted({c for c in CONTEXT_GRID if c < max_ctx} | {max_ctx})
         shape = (len(BATCH_GRID), len(contexts))
         pre = [(arch, request.replace(batch_size=b, prompt_tokens=c, generated_tokens=1), gpu) for b in BATCH_GRID for c in contexts]

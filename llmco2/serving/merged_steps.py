@@ -39,6 +39,7 @@ from llmco2.physics.step_physics import (
     time_and_power,
 )
 from llmco2.specs import GPU, ModelArch, Request
+from llmco2.specs.limits import longest_prompt
 
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
@@ -96,7 +97,7 @@ class MergedStepCost:
     def build(cls, arch: ModelArch, gpu: GPU, request: Request, params: StepParams, decode_probe: int = 8) -> MergedStepCost:
         """Evaluate the analytic work of prefills and decode steps (``decode_probe`` steps averaged,
         as :class:`~llmco2.serving.costs.GridCostModel` does) for ``request``'s GPUs, dtype and engine."""
-        max_ctx = max(arch.max_context - decode_probe - 1, SHAPE_CONTEXTS[0] + 1)
+        max_ctx = max(longest_prompt(arch.max_context) - decode_probe - 1, SHAPE_CONTEXTS[0] + 1)
         contexts = sorted({c for c in SHAPE_CONTEXTS if c < max_ctx} | {max_ctx})
         pre = [(arch, request.replace(batch_size=b, prompt_tokens=c, generated_tokens=1), gpu)
                for b in SHAPE_BATCHES for c in contexts]

@@ -89,6 +89,34 @@ class _Reader:
         self.notes.append(f"approximated: {what}")
 
 
+#: Keys a Hugging Face ``config.json`` gives its context length under, in the order they are read
+#: (``sliding_window`` is an attention band, not a context, and is never read as one).
+CONTEXT_KEYS = ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions", "n_ctx", "max_seq_len",
+                "max_seq_length", "model_max_length")
+#: The note a prediction carries when a config.json gives no context length.
+CONTEXT_UNKNOWN_NOTE = ("context length unknown: config.json gives no max_position_embeddings (nor another context key); "
+                        "requests of any length are accepted")
+#: ``model_max_length`` at or above this is the "no limit" placeholder transformers writes (``int(1e30)``).
+_NO_LIMIT = 10**30
+
+
+def _context(cfg: dict[str, Any], position_encoding: str, r: _Reader) -> int:
+    """The context length ``cfg`` gives (the first of :data:`CONTEXT_KEYS` present). Without one, a
+    model with rotary or ALiBi positions accepts any length (:data:`~llmco2.specs.limits.MAX_CONTEXT`)
+    and its notes say so; learned positions need the length (it is the number of rows of their table)."""
+    for key in CONTEXT_KEYS:
+        value = cfg.get(key)
+        if value is None or (key == "model_max_length" and isinstance(value, (int, float)) and value >= _NO_LIMIT):
+            continue
+        return _int(cfg, key, value)
+    if position_encoding == "learned":
+        raise InvalidInputError("config.json gives no max_position_embeddings (nor n_positions or another context key), "
+                                "the number of rows of this model's learned position table; add it",
+                                field="max_position_embeddings")
+    r.notes.append(CONTEXT_UNKNOWN_NOTE)
+    return MAX_CONTEXT
+
+
 def _layer_mix(cfg: dict[str, Any], model_type: str, layers: int, r: _Reader) -> dict[str, Any]:
     """Counts of each kind of layer (banded, Mamba, linear attention, MLP-free, dense-MLP)."""
     out: dict[str, Any] = {}
@@ -267,7 +295,7 @@ def arch_from_hf_config(cfg: dict[str, Any], model_id: str | None = None, approx
         pos = "learned"
     else:
         pos = "rope"
-    max_ctx = _first(cfg, "max_position_embeddings", "seq_length", "n_positions", "max_sequence_length", default=2048)
+    max_ctx = _context(cfg, pos, r)
     extra: dict[str, Any] = _layer_mix(cfg, model_type, layers, r)
     if num_experts > 1:
         extra.update(_moe(cfg, model_type, layers, num_experts, r))

@@ -33,6 +33,12 @@ MAX_REQUEST_COLUMNS = 10_000
 MAX_SIMULATED_REQUESTS = 1_000_000
 
 
+def longest_prompt(max_context: int) -> int:
+    """The longest prompt a request can give a model of context ``max_context``: that context, capped
+    at the request limit (a ``config.json`` without a context length reads as :data:`MAX_CONTEXT`)."""
+    return min(max_context, REQUEST_LIMITS["prompt_tokens"])
+
+
 def arch_limit(name: str) -> int:
     """Largest value of the architecture field ``name``."""
     return MAX_CONTEXT if name == "max_context" else MAX_ARCH_VALUE
