@@ -215,3 +215,54 @@ def test_unseen_gpu_correction_is_held_to_its_groups_training_range() -> None:
     assert EnergyTarget.from_state_dict(target.state_dict()).group_bounds == target.group_bounds
     bounds = EnergyTarget.group_log_ratio_bounds(np.log([0.5, 2.0, 1.0, np.inf]), ["edge", "edge", "datacentre", "edge"])
     assert bounds == {"datacentre": [0.0, 0.0], "edge": [pytest.approx(np.log(0.5)), pytest.approx(np.log(2.0))]}
+
+
+def test_same_die_siblings_in_the_catalog() -> None:
+    """GH100, GA100 and GA102 parts find the seen GPU on their die; other dies find none."""
+    from llmco2.specs.gpus import closest_same_die, same_die
+
+    seen = [get_gpu(g) for g in ("a100-40gb", "a100-80gb", "a40", "gaudi2", "h100-sxm")]
+    found = {g: closest_same_die(get_gpu(g), seen) for g in ("h200", "gh200", "h20", "a100-pcie-80gb", "a30", "rtx-3090", "l40s", "b200")}
+    assert {g: (s.id if s else None) for g, s in found.items()} == {
+        "h200": "h100-sxm", "gh200": "h100-sxm", "h20": "h100-sxm", "a100-pcie-80gb": "a100-80gb", "a30": "a100-40gb",
+        "rtx-3090": "a40", "l40s": None, "b200": None}
+    assert same_die(get_gpu("h200"), get_gpu("h100-sxm")) and not same_die(get_gpu("h100-sxm"), get_gpu("b200"))
+    assert closest_same_die(get_gpu("h100-sxm"), [get_gpu("h100-sxm")]) is None  # itself is no sibling
+
+
+def test_an_unseen_gpu_on_a_seen_die_takes_that_gpus_correction() -> None:
+    """With the shipped checkpoint, a GH200 (unseen; GH100 like the seen H100 SXM and H200) gets
+    the network's correction of its closest seen sibling on its own step physics, says so, and at
+    batch 1 costs less per request than the H100 (same die, more bandwidth); a B200 (no seen
+    sibling) keeps the step physics alone."""
+    from llmco2.prediction.head import seen_sibling
+    from llmco2.prediction.inference import load_inference
+    from llmco2.prediction.loading import default_checkpoint_path
+
+    model = load_inference(default_checkpoint_path())
+    sibling = seen_sibling(model.head.domain, get_gpu("gh200"), "vllm")
+    assert sibling is not None and sibling.id in ("h100-sxm", "h200")
+    arch = get_model("llama3.1-8b")
+    req = Request(batch_size=1, prompt_tokens=512, generated_tokens=256, engine="vllm")
+    out = model.predict([(arch, req, get_gpu(g)) for g in (sibling.id, "gh200", "b200", "h100-sxm")])
+    ratio = out.energy_j / out.prior_j
+    assert ratio[0] == pytest.approx(ratio[1], rel=1e-5) and abs(ratio[0, 1] - 1.0) > 0.02
+    assert ratio[2] == pytest.approx([1.0, 1.0])
+    assert out.energy_j[1].sum() < out.energy_j[3].sum()
+    assert f"correction learnt on {sibling.id} (the same die)" in " ".join(out.notes[1])
+    assert "extrapolated through its peak throughput" in " ".join(out.notes[2])
+
+
+def test_a_sibling_needs_the_engine_seen_on_it() -> None:
+    """The correction carries only where the training rows showed the sibling with the request's
+    engine (an engine never seen anywhere is the network's ``unknown`` level, trained on every
+    GPU); a domain without its GPUs' engines gives no sibling."""
+    from llmco2.prediction.head import seen_sibling
+
+    domain = {"devices": ["a100-80gb", "h100-sxm"], "engines": ["hf", "vllm-eager"],
+              "device_engines": {"a100-80gb": ["vllm-eager"], "h100-sxm": ["hf"]}}
+    assert seen_sibling(domain, get_gpu("a100-pcie-80gb"), "vllm-eager").id == "a100-80gb"
+    assert seen_sibling(domain, get_gpu("a100-pcie-80gb"), "hf") is None  # hf ran on the H100 only
+    assert seen_sibling(domain, get_gpu("h200"), "some-new-engine").id == "h100-sxm"
+    assert seen_sibling(domain, get_gpu("h100-sxm"), "hf") is None  # a seen GPU is its own
+    assert seen_sibling({k: v for k, v in domain.items() if k != "device_engines"}, get_gpu("h200"), "hf") is None

@@ -20,7 +20,8 @@ Any inference path (PyTorch, NumPy, ONNX) that computes ``z`` gets identical ans
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any
@@ -28,16 +29,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from llmco2.analytic.layer import LayerAnalysis
-from llmco2.analytic.model import ModelTotals
+from llmco2.analytic.layer import LayerAnalysis, analyze_layers
+from llmco2.analytic.model import ModelTotals, model_totals
 from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
+from llmco2.errors import UnknownIdError
+from llmco2.physics.hardware_rows import peak16_ops_per_s
 from llmco2.physics.priors import Item, PhaseInputs, PhysicsPrior, cached_engine_id, gpu_engine_codes
 from llmco2.physics.priors import device_group as gpu_group
 from llmco2.physics.step_prior import StepPrior
 from llmco2.prediction.intervals import IntervalCalibration
 from llmco2.prediction.targets import MIN_PRIOR_J, EnergyTarget
-from llmco2.specs import UNKNOWN_ENGINE, ModelArch, engine_level_index, engine_levels
+from llmco2.specs import GPU, UNKNOWN_ENGINE, ModelArch, engine_level_index, engine_levels, get_gpu
 from llmco2.specs.families import architecture_family, catalog_families
+from llmco2.specs.gpus import closest_same_die
 
 
 @dataclass
@@ -77,12 +81,47 @@ class PhasePrediction:
         return self.energy_j.sum(axis=1)
 
 
-def _device_note(domain: dict[str, Any], gpu_id: str) -> str | None:
-    """The note of a GPU the training data did not show (None when it did)."""
+def _device_note(domain: dict[str, Any], gpu_id: str, sibling: str | None = None) -> str | None:
+    """The note of a GPU the training data did not show (None when it did); ``sibling``: the seen
+    GPU on the same die whose learnt correction the prediction takes (:func:`seen_sibling`)."""
     if domain.get("devices") and gpu_id not in domain["devices"]:
+        if sibling is not None:
+            return (f"unseen GPU {gpu_id} (trained on {', '.join(domain['devices'])}): the step physics of its "
+                    f"catalog entry, with the correction learnt on {sibling} (the same die)")
         return (f"unseen GPU {gpu_id} (trained on {', '.join(domain['devices'])}): extrapolated through its "
                 "peak throughput, bandwidth, TDP and idle power")
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _catalog_gpus(ids: tuple[str, ...]) -> tuple[GPU, ...]:
+    """The catalog entries of ``ids`` (ids the catalog does not hold are left out)."""
+    out = []
+    for gpu_id in ids:
+        try:
+            out.append(get_gpu(gpu_id))
+        except UnknownIdError:
+            continue
+    return tuple(out)
+
+
+def seen_sibling(domain: dict[str, Any], gpu: GPU, engine: str) -> GPU | None:
+    """The GPU of the training domain on the same die as ``gpu``
+    (:func:`llmco2.specs.gpus.closest_same_die`) that the training rows showed with ``engine`` (an
+    engine id) as the network sees it, for a GPU the domain does not hold; else ``None``. Such a GPU
+    runs the same kernels of the same engine on the same silicon, with other memory, clocks or
+    limits, which its catalog entry gives the step physics; the network's correction, learnt for
+    the sibling's departures from the step physics under that engine, carries over to it. An engine
+    the training rows never held is seen as ``unknown``, the level trained on every GPU (engine
+    dropout). A domain without its GPUs' engines (``device_engines``: checkpoints written before
+    they were recorded) gives no sibling."""
+    seen = domain.get("devices")
+    pairs = domain.get("device_engines")
+    if not seen or not isinstance(pairs, dict) or gpu.id in seen:
+        return None
+    unknown = engine not in domain.get("engines", ())
+    candidates = tuple(d for d in seen if unknown or engine in (pairs.get(d) if isinstance(pairs.get(d), list) else ()))
+    return closest_same_die(gpu, _catalog_gpus(candidates)) if candidates else None
 
 
 def _engine_note(domain: dict[str, Any], engine: str) -> str | None:
@@ -179,16 +218,22 @@ def domain_note_lists(domain: dict[str, Any], items: Sequence[Item] | RequestTab
             ranges.append((lo_hi, label, outside, values))
     first, group = distinct_rows(*columns)
     # the notes of each distinct combination, from notes built once per distinct GPU, engine and value
-    device_notes = [_device_note(domain, g.id) for g in gpus]
-    engine_notes = [_engine_note(domain, e) for e in engines]
     step_group, fitted = step_engines or ("", frozenset())
     step_gpu = [gpu_group(g) == step_group for g in gpus]
+    engine_notes = [_engine_note(domain, e) for e in engines]
+    device_notes: dict[tuple[int, int], str | None] = {}
+
+    def device_note(g: int, e: int) -> str | None:
+        if (g, e) not in device_notes:
+            sibling = seen_sibling(domain, gpus[g], engines[e]) if step_gpu[g] else None
+            device_notes[g, e] = _device_note(domain, gpus[g].id, None if sibling is None else sibling.id)
+        return device_notes[g, e]
 
     def engine_note(g: int, e: int) -> str | None:
         return None if step_gpu[g] and engines[e] in fitted else engine_notes[e]
 
     family_by_code = list(note_index)
-    per_group: list[list[str]] = [[note for note in (device_notes[g], engine_note(g, e), family_by_code[f]) if note]
+    per_group: list[list[str]] = [[note for note in (device_note(g, e), engine_note(g, e), family_by_code[f]) if note]
                                   for g, e, f in zip(gpu_code[first].tolist(), engine_code[first].tolist(),
                                                      family_code[first].tolist(), strict=True)]
     for lo_hi, label, outside, values in ranges:
@@ -228,6 +273,47 @@ class OutputHead:
         if self.step is None:
             return None
         return self.step.group, frozenset(self.step.params.engines)
+
+    def siblings(self, items: Sequence[Item] | RequestTable) -> tuple[list[tuple[GPU, GPU | None]], NDArray[np.int64]]:
+        """Per distinct (GPU, engine) of ``items``: the GPU and its seen sibling (:func:`seen_sibling`;
+        ``None`` for a seen GPU, one without a sibling or outside the step physics' device group),
+        and each row's index into that list."""
+        gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
+        keys = np.asarray(gpu_code, dtype=np.int64).reshape(-1) * max(len(engines), 1) + np.asarray(engine_code, dtype=np.int64).reshape(-1)
+        distinct, code = np.unique(keys, return_inverse=True)
+        group = self.step.group if self.step is not None else None
+        pairs = []
+        for key in distinct.tolist():
+            gpu, engine = gpus[key // max(len(engines), 1)], engines[key % max(len(engines), 1)]
+            pairs.append((gpu, seen_sibling(self.domain, gpu, engine) if gpu_group(gpu) == group else None))
+        return pairs, code.reshape(-1)
+
+    def network_inputs(self, analysis: LayerAnalysis, totals: ModelTotals,
+                       items: Sequence[Item] | RequestTable | None = None) -> tuple[LayerAnalysis, ModelTotals]:
+        """The analysis and totals the network sees (build its graphs from these): unseen engines
+        as :meth:`network_analysis` presents them, and, given the requests' ``items``, a GPU the
+        training data did not show but whose die it did (:func:`seen_sibling`; for the step
+        physics' device group) presented as that sibling: peaks, bandwidths, memory and power limit
+        are the sibling's, so the network gives the correction it learnt there, which
+        :meth:`finish` applies to the step physics of the request's own GPU."""
+        analysis = self.network_analysis(analysis)
+        if items is None or self.step is None or not self.domain.get("devices"):
+            return analysis, totals
+        pairs, code = self.siblings(items)
+        if all(s is None for _, s in pairs):
+            return analysis, totals
+
+        def ratio(value: Callable[[GPU], float]) -> NDArray[np.float64]:
+            return np.array([1.0 if s is None else value(s) / value(g) for g, s in pairs])[code]
+
+        b = analysis.batch
+        batch = replace(b, peak_ops_per_s=b.peak_ops_per_s * ratio(peak16_ops_per_s),
+                        mem_bw_bytes_per_s=b.mem_bw_bytes_per_s * ratio(attrgetter("memory_bandwidth_bytes_per_s")),
+                        net_bw_bytes_per_s=b.net_bw_bytes_per_s * ratio(attrgetter("interconnect_bytes_per_s")),
+                        mem_capacity_bytes=b.mem_capacity_bytes * ratio(attrgetter("memory_bytes")),
+                        tdp_w=b.tdp_w * ratio(attrgetter("tdp_w")))
+        seen = analyze_layers(batch)
+        return seen, model_totals(seen)
 
     def network_analysis(self, analysis: LayerAnalysis) -> LayerAnalysis:
         """``analysis`` as the network must see it: a request whose engine the training data never
@@ -275,8 +361,11 @@ class OutputHead:
             if self.step is not None:
                 # the step physics carries to a GPU through its catalog numbers; the network's
                 # correction, learnt on the training GPUs, largely stands for those GPUs' own
-                # departures from it and is not applied to a GPU it has not seen
-                log_ratio = np.where((unseen & self.step.rows(x))[:, None], 0.0, log_ratio)
+                # departures from it and is not applied to a GPU it has not seen, unless the
+                # network saw its die (the network then ran on the sibling: network_inputs)
+                pairs, code = self.siblings(items)
+                orphan = np.array([g.id not in seen and s is None for g, s in pairs], dtype=bool)[code]
+                log_ratio = np.where((orphan & self.step.rows(x))[:, None], 0.0, log_ratio)
         energy = np.exp(log_ratio) * prior
         limit_w = (x.num_gpus * x.tdp_w)[:, None]
         idle_w = (x.num_gpus * x.idle_w)[:, None]

@@ -117,9 +117,11 @@ class InferenceModel:
                                     "and positive for ordinary requests", field="checkpoint")
 
     # -- prediction -------------------------------------------------------------------------------
-    def graphs(self, analysis: LayerAnalysis, totals: ModelTotals) -> GraphArrays:
-        """Standardised graph batch of the analysed requests, in the checkpoint's feature view."""
-        g = view(build_graph_arrays(self.head.network_analysis(analysis), totals), self.config.get("feature_view", "full"))
+    def graphs(self, analysis: LayerAnalysis, totals: ModelTotals, items: Sequence[Item] | RequestTable | None = None) -> GraphArrays:
+        """Standardised graph batch of the analysed requests, in the checkpoint's feature view, as the
+        network sees them (:meth:`~llmco2.prediction.head.OutputHead.network_inputs`; ``items``: the
+        requests, for GPUs presented as a seen sibling)."""
+        g = view(build_graph_arrays(*self.head.network_inputs(analysis, totals, items)), self.config.get("feature_view", "full"))
         sc = self.scaler
         if g.x.dtype != np.float32 or g.u.dtype != np.float32:
             return sc.transform(g)
@@ -130,9 +132,10 @@ class InferenceModel:
         u /= sc.global_std
         return GraphArrays(x=x, edge_index=g.edge_index, batch=g.batch, u=u, num_graphs=g.num_graphs)
 
-    def outputs(self, analysis: LayerAnalysis, totals: ModelTotals) -> NDArray[np.float32]:
+    def outputs(self, analysis: LayerAnalysis, totals: ModelTotals,
+                items: Sequence[Item] | RequestTable | None = None) -> NDArray[np.float32]:
         """``[n, out_dim]`` standardised network outputs."""
-        return self.net(self.graphs(analysis, totals))
+        return self.net(self.graphs(analysis, totals, items))
 
     def predict(self, requests: RequestTable | Sequence[Item]) -> PhasePrediction:
         """Energy, latency, interval and notes of every request (same as ``GNNPredictor.predict``).
@@ -147,13 +150,13 @@ class InferenceModel:
         totals = model_totals(analysis)
         n = len(table)
         if n <= PIPELINE_ROWS:
-            return self.head.finish(self.outputs(analysis, totals), requests, analysis, totals)
+            return self.head.finish(self.outputs(analysis, totals, requests), requests, analysis, totals)
         steps = [slice(lo, min(lo + PIPELINE_ROWS, n)) for lo in range(0, n, PIPELINE_ROWS)]
         parts: list[PhasePrediction] = []
         if forward_threads() < 2:
             for rows in steps:
                 part, part_totals = take_rows(analysis, rows, n), take_rows(totals, rows, n)
-                parts.append(self._finish(table, requests, rows, part, part_totals, self.outputs(part, part_totals)))
+                parts.append(self._finish(table, requests, rows, part, part_totals, self.outputs(part, part_totals, table.take(rows))))
             return concat_predictions(parts)
         switch = sys.getswitchinterval()
         sys.setswitchinterval(min(switch, 2e-4))  # the worker waits less for the GIL between NumPy calls
@@ -162,7 +165,7 @@ class InferenceModel:
                 pending: tuple[slice, LayerAnalysis, ModelTotals, Future[NDArray[np.float32]]] | None = None
                 for rows in steps:
                     part, part_totals = take_rows(analysis, rows, n), take_rows(totals, rows, n)
-                    network = worker.submit(self.net, self.graphs(part, part_totals))
+                    network = worker.submit(self.net, self.graphs(part, part_totals, table.take(rows)))
                     if pending is not None:
                         parts.append(self._finish(table, requests, *pending[:3], pending[3].result()))
                     pending = (rows, part, part_totals, network)
@@ -181,7 +184,7 @@ class InferenceModel:
     def predict_phases(self, data: Any) -> NDArray[np.float64]:
         """``[n_configs, 2]`` energy (J) of an ``EnergyData`` (same API as the training predictor)."""
         analysis, totals = data.analysis()
-        return self.head.finish(self.outputs(analysis, totals), data.items, analysis, totals).energy_j
+        return self.head.finish(self.outputs(analysis, totals, data.items), data.items, analysis, totals).energy_j
 
     def predict_rows(self, data: Any) -> NDArray[np.float64]:
         """Energy (J) of each row's phase of an ``EnergyData``."""

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
@@ -290,6 +292,30 @@ def device_class(gpu: GPU) -> str:
 def _mounting(gpu: GPU) -> str:
     """``"module"`` for a GPU on a mezzanine or superchip module (SXM, OAM, superchip), else ``"card"``."""
     return "module" if gpu.form_factor.upper().startswith(("SXM", "OAM")) or gpu.form_factor == "superchip" else "card"
+
+
+def same_die(a: GPU, b: GPU) -> bool:
+    """Whether ``a`` and ``b`` are the same silicon: vendor, architecture, die area (mm^2) and
+    process node agree (H100 SXM, H100 PCIe, H100 NVL, H20, H200 and GH200's GPU are GH100; the
+    A30 and the A100s GA100; the A10, A40, RTX A6000 and RTX 3090 GA102). A GPU without a die
+    area in the catalog has no such sibling."""
+    return (a.die_area_mm2 is not None and a.vendor == b.vendor and a.architecture == b.architecture
+            and a.die_area_mm2 == b.die_area_mm2 and a.process_node_nm == b.process_node_nm)
+
+
+def closest_same_die(gpu: GPU, candidates: Sequence[GPU]) -> GPU | None:
+    """Of ``candidates`` on ``gpu``'s die (:func:`same_die`; ``gpu`` itself excluded), the one
+    mounted alike (module or card) and then closest in memory bandwidth and power limit (sum of
+    the absolute log ratios); ``None`` when no candidate shares the die."""
+    twins = [c for c in candidates if c.id != gpu.id and same_die(gpu, c)]
+    if not twins:
+        return None
+
+    def distance(c: GPU) -> tuple[bool, float, str]:
+        return (_mounting(c) != _mounting(gpu), abs(math.log(c.memory_bandwidth_gb_s / gpu.memory_bandwidth_gb_s))
+                + abs(math.log(c.tdp_w / gpu.tdp_w)), c.id)
+
+    return min(twins, key=distance)
 
 
 def _twin_with_idle(gpu: GPU, catalog: Catalog[GPU]) -> GPU | None:

@@ -113,9 +113,9 @@ class GNNPredictor:
     def _graphs(self, data: EnergyData) -> GraphArrays:
         if self.head is not None:
             analysis, totals = data.analysis()
-            seen = self.head.network_analysis(analysis)
-            if seen is not analysis:  # engines the training data never showed: presented as "unknown"
-                return view(build_graph_arrays(seen, totals), self.config.feature_view)
+            seen, seen_totals = self.head.network_inputs(analysis, totals, data.items)
+            if seen is not analysis:  # unseen engines as "unknown", unseen GPUs as their seen sibling
+                return view(build_graph_arrays(seen, seen_totals), self.config.feature_view)
         return view(data.graphs(), self.config.feature_view)
 
     def _prior(self, data: EnergyData) -> NDArray[np.float64]:
@@ -350,6 +350,7 @@ def training_domain(data: EnergyData) -> dict[str, Any]:
     return {
         "devices": sorted({g.id for _, _, g in data.items}),
         "engines": sorted({r.engine for _, r, _ in data.items}),
+        "device_engines": {g: sorted({r.engine for _, r, d in data.items if d.id == g}) for g in sorted({d.id for _, _, d in data.items})},
         "models": sorted({a.id for a in archs}),
         "families": sorted({architecture_family(a) for a in archs}),
         "params": [min(a.param_count() for a in archs), max(a.param_count() for a in archs)],
