@@ -62,3 +62,25 @@ def test_scaler_round_trip_and_version_check(llama8b, a100) -> None:
     assert np.allclose(FeatureScaler.from_state_dict(state).node_std, scaler.node_std)
     with pytest.raises(InvalidInputError, match="schema version"):
         FeatureScaler.from_state_dict({**state, "schema_version": 0})
+
+
+def test_an_analysis_moved_to_other_gpus_equals_a_fresh_one() -> None:
+    """on_hardware keeps the kernels' costs and recomputes their roofline: the same as analysing
+    the requests on the other GPUs from scratch."""
+    from dataclasses import replace as dc_replace
+
+    from llmco2.analytic.layer import LayerBatch, analyze_layers, on_hardware
+    from llmco2.specs import Request, get_gpu, get_model
+
+    items = [(get_model(m), Request(batch_size=b, prompt_tokens=p, generated_tokens=64, num_gpus=g, tensor_parallel=g), get_gpu("h100-sxm"))
+             for m, b, p, g in (("llama3.1-8b", 1, 512, 1), ("mixtral-8x7b", 8, 2048, 2), ("qwen2-0.5b", 32, 64, 1))]
+    base = analyze_layers(LayerBatch.from_items(items))
+    other = get_gpu("a100-80gb")
+    batch = dc_replace(base.batch, peak_ops_per_s=np.full(3, other.peak_ops_per_s("bf16")),
+                       mem_bw_bytes_per_s=np.full(3, other.memory_bandwidth_bytes_per_s),
+                       net_bw_bytes_per_s=np.full(3, other.interconnect_bytes_per_s))
+    moved, fresh = on_hardware(base, batch), analyze_layers(batch)
+    for phase in fresh.roofline:
+        for name, point in fresh.roofline[phase].items():
+            assert np.array_equal(moved.roofline[phase][name].time_s, point.time_s)
+    assert not np.array_equal(moved.roofline["decode"]["q_proj"].time_s, base.roofline["decode"]["q_proj"].time_s)

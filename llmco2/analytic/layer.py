@@ -304,18 +304,27 @@ class LayerAnalysis:
 def analyze_layers(batch: LayerBatch) -> LayerAnalysis:
     """Costs and roofline of every kernel, both phases, all requests at once."""
     present = present_kernels(batch)
-    zero = np.zeros(len(batch))
     costs: dict[str, dict[str, K.KernelCost]] = {}
-    roof: dict[str, dict[str, RooflinePoint]] = {}
     for phase in PHASES:
         raw = layer_costs(batch, phase)
         costs[phase] = {n: c if _all(present[n]) else c.scaled(present[n]) for n, c in raw.items()}
-        roof[phase] = {
-            n: roofline_point(c.ops, c.mem_bytes, c.net_bytes + zero, batch.peak_ops_per_s, batch.mem_bw_bytes_per_s,
-                              batch.net_bw_bytes_per_s, network_kernel=_SPEC[n].kind == "all_reduce")
-            for n, c in costs[phase].items()
-        }
-    return LayerAnalysis(batch, present, costs, roof)
+    return LayerAnalysis(batch, present, costs, rooflines(costs, batch))
+
+
+def on_hardware(analysis: LayerAnalysis, batch: LayerBatch) -> LayerAnalysis:
+    """``analysis`` of the same requests on the hardware of ``batch`` (its peak, bandwidths, memory
+    and power limit; every other field as in ``analysis.batch``): a kernel's operations and bytes do
+    not depend on the GPU, so only the roofline is recomputed. Equal to ``analyze_layers(batch)``."""
+    return LayerAnalysis(batch, analysis.present, analysis.costs, rooflines(analysis.costs, batch))
+
+
+def rooflines(costs: dict[str, dict[str, K.KernelCost]], batch: LayerBatch) -> dict[str, dict[str, RooflinePoint]]:
+    """Roofline point of every kernel of ``costs`` (per phase) on ``batch``'s GPUs."""
+    zero = np.zeros(len(batch))
+    return {phase: {n: roofline_point(c.ops, c.mem_bytes, c.net_bytes + zero, batch.peak_ops_per_s, batch.mem_bw_bytes_per_s,
+                                      batch.net_bw_bytes_per_s, network_kernel=_SPEC[n].kind == "all_reduce")
+                    for n, c in by_name.items()}
+            for phase, by_name in costs.items()}
 
 
 def _all(mask: NDArray[np.bool_]) -> bool:

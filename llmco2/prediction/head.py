@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from llmco2.analytic.layer import LayerAnalysis, analyze_layers
+from llmco2.analytic.layer import LayerAnalysis, on_hardware
 from llmco2.analytic.model import ModelTotals, model_totals
 from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
 from llmco2.errors import UnknownIdError
@@ -312,7 +312,7 @@ class OutputHead:
                         net_bw_bytes_per_s=b.net_bw_bytes_per_s * ratio(attrgetter("interconnect_bytes_per_s")),
                         mem_capacity_bytes=b.mem_capacity_bytes * ratio(attrgetter("memory_bytes")),
                         tdp_w=b.tdp_w * ratio(attrgetter("tdp_w")))
-        seen = analyze_layers(batch)
+        seen = on_hardware(analysis, batch)
         return seen, model_totals(seen)
 
     def network_analysis(self, analysis: LayerAnalysis) -> LayerAnalysis:
