@@ -31,6 +31,13 @@ def _accepts(model: Any, name: str) -> bool:
         return False
 
 
+def returned_cache(out: Any) -> Any:
+    """The KV cache a forward pass returned: ``out.cache`` (transformers 5.2x on), else
+    ``out.past_key_values``."""
+    cache = out.get("cache") if hasattr(out, "get") else getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
 def static_cache(model: Any, batch_size: int, max_len: int, device: torch.device) -> Any:
     """A transformers ``StaticCache`` of ``max_len`` tokens (v5 signature: config and length; v4:
     also batch size, device and dtype)."""
@@ -59,7 +66,9 @@ class Passes:
     """Prefill / decode / full passes of one request shape on one built model.
 
     Args:
-        model: the causal LM (``model(input_ids=..., past_key_values=..., use_cache=True)``).
+        model: the causal LM (``model(input_ids=..., cache=..., use_cache=True)``; ``past_key_values=``
+            where its ``forward`` has no ``cache`` parameter: transformers before 5.2x, which
+            deprecates ``past_key_values`` and removes it in 5.40).
         input_device: where inputs go.
         batch_size / prompt_tokens / steps: the request's shape (``steps`` decode steps).
         mode: ``eager`` or ``static``.
@@ -76,6 +85,7 @@ class Passes:
         self.steps = steps
         self.mode = mode
         self.extra = {"logits_to_keep": 1} if _accepts(model, "logits_to_keep") else {}
+        self.cache_kwarg = "cache" if _accepts(model, "cache") else "past_key_values"
         self.cache: Any = None
         self._step: Callable[..., torch.Tensor] = self._decode_step
         if mode == "static":
@@ -85,7 +95,7 @@ class Passes:
                 self._step = torch.compile(self._decode_step, mode="reduce-overhead", fullgraph=True)
 
     def _decode_step(self, token: torch.Tensor, cache: Any, position: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=token, past_key_values=cache, cache_position=position, use_cache=True, **self.extra)
+        out = self.model(input_ids=token, **{self.cache_kwarg: cache}, cache_position=position, use_cache=True, **self.extra)
         return out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
 
     def prefill(self, ids: torch.Tensor) -> tuple[torch.Tensor, Any]:
@@ -93,11 +103,11 @@ class Passes:
         if self.cache is not None:
             self.cache.reset()
             position = torch.arange(ids.shape[1], device=self.device)
-            out = self.model(input_ids=ids, past_key_values=self.cache, cache_position=position, use_cache=True, **self.extra)
+            out = self.model(input_ids=ids, **{self.cache_kwarg: self.cache}, cache_position=position, use_cache=True, **self.extra)
             cache = self.cache
         else:
             out = self.model(input_ids=ids, use_cache=True, **self.extra)
-            cache = out.past_key_values
+            cache = returned_cache(out)
         return out.logits[:, -1, :].argmax(dim=-1, keepdim=True), cache
 
     def decode(self, token: torch.Tensor, cache: Any) -> tuple[torch.Tensor, Any, int]:
@@ -110,8 +120,8 @@ class Passes:
                 position = position + 1
             return token, cache, self.steps
         for _ in range(self.steps):
-            out = self.model(input_ids=token, past_key_values=cache, use_cache=True, **self.extra)
-            cache = out.past_key_values
+            out = self.model(input_ids=token, **{self.cache_kwarg: cache}, use_cache=True, **self.extra)
+            cache = returned_cache(out)
             token = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
         return token, cache, self.steps
 
