@@ -118,3 +118,24 @@ def test_report_trace_serving_costs_with_the_step_physics_as_predict_serving_doe
     assert code == 0 and "WARNING" not in err, err
     served = json.loads(out)["served"]
     assert served["server"]["cost_model"] == "step physics" and served["j_per_output_token_interval"] is not None
+
+
+def test_predict_serving_says_what_a_config_json_left_to_an_assumption(tmp_path, capsys):
+    """A config.json without a context key: predict --serving says so (text and --json notes), as
+    the single-request predict does; a catalog model has no notes."""
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1024, "intermediate_size": 2816,
+              "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 32000,
+              "hidden_act": "silu"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    args = ["predict", "--model", str(path), "--gpu", "h100", "--prompt-tokens", "200", "--gen-tokens", "50", "--serving",
+            "--rate", "2", "--serving-requests", "20"]
+    code, out, err = run_cli([*args, "--json"], capsys)
+    assert code == 0, err
+    assert any(n.startswith("context length unknown") for n in json.loads(out)["notes"])
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert "note: context length unknown" in " ".join(out.split())
+    code, out, err = run_cli([*BASE, "--serving", "--rate", "2", "--serving-requests", "20", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["notes"] == []

@@ -170,7 +170,8 @@ def serve_request(request: ServedRequest, load: ServerLoad, options: RequestOpti
 
     opts, assume = options or RequestOptions(dtype="bf16"), assumptions or Assumptions()
     check_load(request, load)
-    server_setup(request.model, request.gpu, request.replica_gpus, request.tp, opts.engine, opts.dtype, request.ep)  # bad input first
+    arch, _, _ = server_setup(request.model, request.gpu, request.replica_gpus, request.tp, opts.engine, opts.dtype,
+                              request.ep)  # bad input first
     workload, mine = serving_workload(request, load)
     calibration = None
     if opts.checkpoint and load.calibration:
@@ -187,7 +188,8 @@ def serve_request(request: ServedRequest, load: ServerLoad, options: RequestOpti
     record = _record(request, load, result.requests.iloc[mine], result)
     e, c = record["energy_j"], record["carbon_g"]  # the flat keys of ``llmco2 predict --json`` too
     return {**record, "prefill": e["prefill"], "decode": e["decode"], "total": e["total"],
-            "operational": c["operational"], "embodied": c["embodied"]}
+            "operational": c["operational"], "embodied": c["embodied"],
+            "notes": list(arch.approximations)}  # what a config.json left to an assumption, as predict says
 
 
 def _record(request: ServedRequest, load: ServerLoad, rows: Any, result: Any) -> dict[str, Any]:

@@ -102,3 +102,5 @@ def _print(record: dict[str, Any]) -> None:
         console.print(f"J per output token, 10-90% interval: {lo:.3g} - {hi:.3g} ({sv['interval']})")
     console.print(f"assumptions: grid {a['grid']['g_co2eq_per_kwh']:g} g/kWh ({a['grid']['region'] or 'user value'}), "
                   f"PUE {a['pue']['value']:g}, GPU lifetime {a['lifetime_years']:g} years")
+    for note in record["notes"]:
+        console.print(f"[yellow]note:[/yellow] {note}")
