@@ -304,7 +304,7 @@ class OutputHead:
             return analysis, totals
 
         def ratio(value: Callable[[GPU], float]) -> NDArray[np.float64]:
-            return np.array([1.0 if s is None else value(s) / value(g) for g, s in pairs])[code]
+            return np.array([1.0 if s is None or value(g) <= 0 else value(s) / value(g) for g, s in pairs])[code]
 
         b = analysis.batch
         batch = replace(b, peak_ops_per_s=b.peak_ops_per_s * ratio(peak16_ops_per_s),
