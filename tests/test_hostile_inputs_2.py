@@ -328,3 +328,24 @@ def test_damaged_gzip_intensity_file_is_one_line(tmp_path: Path, capsys: pytest.
                             "--intensity-file", str(hours)], capsys)
     _one_line_error(code, err, "--intensity-file", "is not a readable gzip file")
     assert "not an hourly intensity file" not in err
+
+
+@pytest.mark.parametrize("kind", ["xz", "bzip2", "gzip twice"])
+def test_a_file_compressed_in_a_format_not_read_directly_is_named_as_such(kind: str, tmp_path: Path, capsys) -> None:
+    """xz, bzip2 or doubly gzipped request and intensity files: exit 2 and one line naming the
+    compression (they read 'not UTF-8 text' before); the file's name does not matter."""
+    import bz2
+    import gzip
+    import lzma
+
+    pack = {"xz": lzma.compress, "bzip2": bz2.compress, "gzip twice": lambda b: gzip.compress(gzip.compress(b))}[kind]
+    requests = tmp_path / "requests.csv"
+    requests.write_bytes(pack(REQUESTS.encode()))
+    code, out, err = run_cli(["predict", "--requests", str(requests), "--out", str(tmp_path / "out.csv")], capsys)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert f"is compressed ({kind}): decompress it to text first" in err and "--requests" in err
+    hourly = tmp_path / "hourly.csv"
+    hourly.write_bytes(pack(b"datetime,zone,carbon_intensity_g_per_kwh\n2024-01-01T00:00Z,DE,400\n"))
+    code, _, err = run_cli(["predict", "--model", "llama3.1-8b", "--gpu", "h100", "--batch-size", "1", "--prompt-tokens", "10",
+                            "--gen-tokens", "10", "--intensity-file", str(hourly), "--timestamp", "2024-01-01T00:00"], capsys)
+    assert code == 2 and f"is compressed ({kind})" in err and len(err.strip().splitlines()) == 1

@@ -85,6 +85,33 @@ def open_binary(path: str | Path) -> IO[bytes]:
     return open(path, "rb")  # noqa: SIM115 - the caller closes it
 
 
+#: Leading bytes of the compressed formats read only after decompressing (gzip is read directly):
+#: xz, bzip2, zstd and zip (their format specifications' magic numbers); gzip inside gzip as well.
+OTHER_COMPRESSIONS: dict[bytes, str] = {b"\xfd7zXZ\x00": "xz", b"BZh": "bzip2", b"\x28\xb5\x2f\xfd": "zstd",
+                                        b"PK\x03\x04": "zip", GZIP_MAGIC: "gzip twice"}
+
+
+def compression_of(path: str | Path) -> str | None:
+    """The compressed format ``path`` holds once any gzip is undone (:data:`OTHER_COMPRESSIONS`), or
+    ``None`` (text, another binary format, or a file that cannot be read)."""
+    try:
+        with open_binary(path) as fh:
+            head = fh.read(8)
+    except (OSError, EOFError, InvalidInputError):
+        return None
+    return next((kind for magic, kind in OTHER_COMPRESSIONS.items() if head.startswith(magic)), None)
+
+
+def compressed_error(path: str | Path, field: str) -> InvalidInputError | None:
+    """The one-line error for a file that is compressed in a format read only after decompressing
+    (``field``: the input it was given as), or ``None`` when it is not."""
+    kind = compression_of(path)
+    if kind is None:
+        return None
+    return InvalidInputError(f"{path} is compressed ({kind}): decompress it to text first (one layer of gzip is read "
+                             "directly)", field=field)
+
+
 def open_text(path: str | Path, encoding: str = "utf-8", errors: str = "strict") -> IO[str]:
     """``path`` opened for reading text with universal newlines off (as the ``csv`` module wants),
     decompressed when it is gzip."""

@@ -25,7 +25,7 @@ from typing import IO
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from llmco2.analytic.compressed import GZIP_ERRORS, arrow_input, corrupt_gzip, is_gzip, open_binary, open_text
+from llmco2.analytic.compressed import GZIP_ERRORS, arrow_input, compressed_error, corrupt_gzip, is_gzip, open_binary, open_text
 from llmco2.errors import InvalidInputError
 from llmco2.specs.limits import MAX_REQUEST_COLUMNS
 
@@ -51,7 +51,11 @@ def first_bad_utf8(path: Path) -> tuple[int, int, int] | None:
 
 
 def not_utf8_error(path: Path) -> InvalidInputError:
-    """The error for a file with bytes that are not UTF-8, naming the first one's line."""
+    """The error for a file with bytes that are not UTF-8, naming the first one's line (or the
+    compression it is in: :func:`llmco2.analytic.compressed.compressed_error`)."""
+    compressed = compressed_error(path, "requests")
+    if compressed is not None:
+        return compressed
     bad = first_bad_utf8(path)
     where = f", line {bad[0]}" if bad else ""
     what = f"byte 0x{bad[2]:02x} at column {bad[1]} is not UTF-8 text" if bad else "not UTF-8 text"
@@ -73,10 +77,14 @@ def _decoded_lines(path: Path, fh: IO[bytes]) -> Iterator[str]:
         try:  # a line cut inside a character keeps the whole characters before it
             line = codecs.getincrementaldecoder("utf-8")().decode(raw, final=not cut)
         except UnicodeDecodeError as exc:
+            if number == 1 and (compressed := compressed_error(path, "requests")) is not None:
+                raise compressed from None
             raise InvalidInputError(f"{path}, line {number}: byte 0x{raw[exc.start]:02x} at column {exc.start + 1} "
                                     "is not UTF-8 text; save the file as UTF-8 (CSV) or give a Parquet request file",
                                     field="requests") from None
         if "\x00" in line:
+            if number == 1 and (compressed := compressed_error(path, "requests")) is not None:
+                raise compressed
             raise InvalidInputError(f"{path}, line {number}: not a CSV header (it holds NUL bytes)", field="requests")
         parts = [part for part in _CR_END.split(line) if part]  # lines ended by CR alone, too
         for i, part in enumerate(parts):

@@ -156,7 +156,7 @@ def _columns(header: list[str], where: str, basis: str) -> tuple[str, str, int, 
 
 def _rows_of_file(path: Path, where: str) -> tuple[list[str], list[list[str]]]:
     """Header and rows of a CSV file, gzip-compressed or not (``where``: its name in messages)."""
-    from llmco2.analytic.compressed import open_text
+    from llmco2.analytic.compressed import compressed_error, open_text
     from llmco2.file_checks import check_input_file
 
     check_input_file(path, "intensity")
@@ -164,8 +164,9 @@ def _rows_of_file(path: Path, where: str) -> tuple[list[str], list[list[str]]]:
         with open_text(path, encoding="utf-8-sig") as fh:
             rows = list(csv.reader(fh))
     except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start}); give a CSV file",
-                                field="intensity") from None
+        raise (compressed_error(path, "intensity")
+               or InvalidInputError(f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start}); give a CSV file",
+                                    field="intensity")) from None
     except csv.Error as exc:
         raise InvalidInputError(f"{where}: not a CSV file ({exc})", field="intensity") from None
     except InvalidInputError as exc:  # a damaged gzip file

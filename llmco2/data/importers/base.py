@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from llmco2.analytic.compressed import compressed_error
 from llmco2.data.importers.names import device_name_variants, gpu_id, model_id  # noqa: F401  (re-exported)
 from llmco2.data.schema import validate
 from llmco2.errors import InvalidInputError
@@ -118,7 +119,8 @@ def read_csv(path: Path, *, required: Sequence[str] = (), columns: Sequence[str]
                 records.append(record)
                 starts.append(start)
     except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})", field="path") from None
+        raise (compressed_error(path, "path")
+               or InvalidInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})", field="path")) from None
     except csv.Error as exc:
         raise InvalidInputError(f"{path}, line {reader.line_num}: not valid CSV ({exc})", field="path") from None
     except OSError as exc:
