@@ -436,3 +436,16 @@ def test_empty_table_round_trip(configs: Path, tmp_path: Path) -> None:
     run_sweep(options(configs, tmp_path / "t.csv"), meter=FakeMeter(), runner=SpyRunner())
     raw = pd.read_csv(tmp_path / "t.csv")
     assert list(raw.columns)[:3] == ["source", "source_file", "source_row"]
+
+
+def test_the_device_script_is_valid_bash_and_names_committed_plans() -> None:
+    """data/measurements/device_run.sh parses, and every plan it may pick is committed."""
+    script = ROOT / "data" / "measurements" / "device_run.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    text = script.read_text()
+    gpus = re.findall(r"gpu=(\w+) ;;", text)
+    assert gpus == ["h200", "h100"]
+    for gpu in gpus:
+        assert (ROOT / "data" / "measurements" / f"configs_{gpu}.csv").is_file()
+    assert "device_run.sh" in (ROOT / "data" / "measurements" / "README.md").read_text()
+
