@@ -106,3 +106,17 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
     assert (tmp_path / "site" / "reference" / "api" / "index.html").exists()
+
+
+def test_readme_ranking_table_is_the_benchmark_result() -> None:
+    """Each row of the README's ranking table is the row of experiments/results/ranking.md for that
+    source (pairs, tau, share right), so neither changes alone."""
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    result = (root / "experiments" / "results" / "ranking.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and line.count("|") == 6 and "Kendall" not in line]
+    assert len(rows) == 5
+    measured = [[c.strip() for c in line.strip().strip("|").split("|")] for line in result.splitlines() if line.startswith("| ")]
+    for row in rows:
+        source, gpus, pairs, tau, right = (c.strip() for c in row.strip().strip("|").split("|"))
+        assert any(cells[:2] == [source, gpus] and cells[3:6] == [pairs, tau, right] for cells in measured), row
