@@ -349,3 +349,58 @@ def test_a_file_compressed_in_a_format_not_read_directly_is_named_as_such(kind: 
     code, _, err = run_cli(["predict", "--model", "llama3.1-8b", "--gpu", "h100", "--batch-size", "1", "--prompt-tokens", "10",
                             "--gen-tokens", "10", "--intensity-file", str(hourly), "--timestamp", "2024-01-01T00:00"], capsys)
     assert code == 2 and f"is compressed ({kind})" in err and len(err.strip().splitlines()) == 1
+
+
+# -- found by a larger randomized campaign ---------------------------------------------------------
+def test_compare_gpus_all_names_every_gpu_of_the_catalog() -> None:
+    from llmco2.api.compare_options import gpu_ids
+    from llmco2.specs import gpu_catalog
+
+    ids = gpu_ids("all")
+    assert ids == sorted(gpu_catalog().ids) and all(isinstance(i, str) for i in ids)  # not a TypeError sorting GPUs
+
+
+def test_compare_names_a_gpu_without_the_dtype_rather_than_a_misfit() -> None:
+    from llmco2 import compare
+
+    with pytest.raises(InvalidInputError, match="t4: has no bf16 throughput") as info:
+        compare("qwen2-0.5b", "t4", concurrency=1, serving_requests=20)
+    assert info.value.field == "gpus" and "does not fit" not in str(info.value)
+    table = compare("qwen2-0.5b", "t4,l4", concurrency=1, serving_requests=20)
+    assert table.attrs["left_out"] == ["t4: has no bf16 throughput (supported: fp16, fp32, int4, int8); choose another `dtype`"]
+
+
+@pytest.mark.parametrize("elapsed", ["1e-320", "5e-324", "1e-300"])
+def test_flops_elapsed_so_short_that_the_mfu_is_infinite(elapsed: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["analyze", "flops", "--model", "qwen2-0.5b", "--batch-size", "1", "--seq-len", "10",
+                              "--gpu", "h100", "--elapsed-s", elapsed, "--json"], capsys)
+    _one_line_error(code, err, "--elapsed-s", "too short", "infinite")
+    assert out == ""
+
+
+def test_flops_mfu_of_an_ordinary_time() -> None:
+    from llmco2.analytic.flop_split import mfu
+
+    assert mfu(1e12, 1.0, 1e15) == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize(("limits", "field"), [({"max_batched_tokens": 1}, "max_batched_tokens"),
+                                               ({"max_batch": 1, "max_batched_tokens": 10**6}, "max_batch")])
+def test_serve_refuses_limits_that_take_too_many_iterations(limits: dict[str, int], field: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import llmco2.serving.api as serving_api
+    from llmco2 import make_workload, serve
+
+    def no_simulation(*args: object, **kwargs: object) -> None:
+        raise AssertionError("simulated hours of scheduler iterations")
+
+    monkeypatch.setattr(serving_api, "simulate", no_simulation)
+    with pytest.raises(InvalidInputError, match="scheduler iterations, more than the 10,000,000") as info:
+        serve("qwen2-0.5b", "h100", make_workload(n=100_000, rate=1.0, seed=0), **limits)
+    assert info.value.field == field
+
+
+def test_serving_max_batched_tokens_one_on_many_requests_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["predict", "--model", "qwen2-0.5b", "--serving", "--rate", "1", "--max-batched-tokens", "1",
+                            "--serving-requests", "20000", *ONE], capsys)
+    _one_line_error(code, err, "--max-batched-tokens", "--serving-requests")

@@ -248,7 +248,11 @@ def mfu(achieved_flops: float, elapsed_s: float, peak_flops_per_s: float) -> flo
         raise InvalidInputError(f"must be a finite number >= 0, got {achieved_flops!r}", field="achieved_flops")
     elapsed = _positive_float(elapsed_s, "elapsed_s")
     peak = _positive_float(peak_flops_per_s, "peak_flops_per_s")
-    return achieved_flops / elapsed / peak
+    utilisation = achieved_flops / elapsed / peak
+    if not math.isfinite(utilisation):  # a time so short that the ratio overflows a float
+        raise InvalidInputError(f"is too short for {achieved_flops:.4g} FLOPs at a peak of {peak:.4g} FLOP/s: "
+                                f"the MFU would be infinite, got {elapsed_s!r}", field="elapsed_s")
+    return utilisation
 
 
 def model_flops_utilization(arch: ModelArch, gpu: GPU, dtype: str, batch_size: int, seq_len: int,

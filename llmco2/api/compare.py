@@ -250,7 +250,8 @@ def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *,
     found, left = server_options(arch, ids, max_gpus, opts, longest, expert_parallel, tp=tp, dp=dp)
     if not found:
         refuse_empty_restriction(arch, ids, max_gpus, opts, longest, expert_parallel, tp, dp, left)
-        raise InvalidInputError(f"{arch.id} fits no configuration of up to {max_gpus} GPUs of {gpus}", field="gpus")
+        raise InvalidInputError(f"{arch.id} fits no configuration of up to {max_gpus} GPUs of {gpus} ({'; '.join(left)})",
+                                field="gpus")
     rows, last = [], None
     for option in found:
         last = serve_option(arch, option, load, opts, assume)

@@ -150,7 +150,7 @@ def gpu_ids(gpus: str | Sequence[str]) -> list[str]:
     if isinstance(gpus, str) and gpus.strip() in ("datacentre", "datacenter"):
         return list(COMPARE_GPUS)
     if isinstance(gpus, str) and gpus.strip() == "all":
-        return sorted(gpu_catalog())
+        return sorted(gpu_catalog().ids)
     names = [g.strip() for g in (gpus.split(",") if isinstance(gpus, str) else gpus) if g.strip()]
     if not names:
         raise InvalidInputError("is empty; give GPU ids, datacentre or all", field="gpus")
@@ -191,12 +191,16 @@ def server_options(arch: ModelArch, gpus: Sequence[str], max_gpus: int, options:
     restricted = any(v is not None for v in (tp, dp, ep))
     if restricted:
         check_restriction(max_gpus, tp, dp, ep, mode)
-    Request(weight_dtype=options.dtype)  # an unknown dtype is refused here, naming it, not taken for a misfit
+    compute = Request(weight_dtype=options.dtype).compute_dtype  # an unknown dtype is refused here, not taken for a misfit
     counts = [n for n in GPU_COUNTS if n <= max_gpus]
     found: list[ServerOption] = []
     left: list[str] = []
     for gid in gpus:
         gpu, dense, moe, refusals = get_gpu(gid), [], [], []
+        if not gpu.supports(compute):  # type: ignore[arg-type]
+            left.append(f"{gpu.id}: has no {compute} throughput (supported: {', '.join(sorted(gpu.peak_dense_tops))}); "
+                        "choose another `dtype`")
+            continue
         if mode != "only":
             fitting = [t for t in counts if _holds_quietly(arch, gpu, t, t, 1, options.dtype, longest_tokens)]
             dense = [ServerOption(gpu, t, n // t) for n in counts for t in fitting if n % t == 0]

@@ -43,6 +43,7 @@ FLAGS: dict[str, str] = {
     "causal": "--causal", "flash_attention": "--flash-attention", "chunked_prefill": "--chunked-prefill",
     "dry_run": "--dry-run", "dest": "--out", "configs": "--configs",
     "new_tokens": "--new-tokens", "decode_projections": "--decode-projections", "kv_len": "--kv-len", "phase": "--phase",
+    "elapsed_s": "--elapsed-s",
 }
 #: A library function a message suggests calling -> the command that does the same (its positional
 #: arguments as ``{0}``, ``{1}``, ...; its keyword arguments by name).

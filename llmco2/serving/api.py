@@ -26,7 +26,7 @@ from llmco2.serving.costs import GridCostModel, IterationCost, idle_power_w, mem
 from llmco2.serving.simulator import Schedule, SchedulerConfig, simulate
 from llmco2.serving.workload import Workload
 from llmco2.specs import GPU, ModelArch, Request, get_engine, get_gpu, get_model, validate_request
-from llmco2.specs.limits import finite_number, whole_number
+from llmco2.specs.limits import MAX_SIMULATED_ITERATIONS, fewest_iterations, finite_number, whole_number
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +157,21 @@ def check_limits(max_batch: Any, max_batched_tokens: Any, chunked_prefill: Any, 
     finite_number(energy_scale, "energy_scale", above=True)
 
 
+def check_iterations(workload: Workload, max_batch: int, max_batched_tokens: int) -> None:
+    """Refuse, before simulating, a workload whose scheduler limits are so small that it needs more than
+    :data:`MAX_SIMULATED_ITERATIONS` iterations (``max_batched_tokens=1`` on thousands of requests would
+    run for hours), naming ``max_batched_tokens`` or ``max_batch``, whichever binds."""
+    output = int(workload.output_tokens.sum())
+    total = int(workload.prompt_tokens.sum()) + output
+    need = fewest_iterations(total, output, max_batched_tokens, max_batch)
+    if need > MAX_SIMULATED_ITERATIONS:
+        by_tokens = -(-total // max_batched_tokens) >= -(-output // max_batch)
+        field, value = ("max_batched_tokens", max_batched_tokens) if by_tokens else ("max_batch", max_batch)
+        raise InvalidInputError(f"{value:,} leaves {len(workload.prompt_tokens):,} requests ({total:,} tokens) at least {need:,} "
+                                f"scheduler iterations, more than the {MAX_SIMULATED_ITERATIONS:,} one simulation may take; "
+                                f"raise `{field}` or simulate fewer requests (`serving_requests`)", field=field)
+
+
 def server_setup(model: str | ModelArch, gpu: str | GPU, num_gpus: int = 1, tp: int | None = None,
                  engine: str = "vllm", dtype: str = "bf16", ep: int | None = None) -> tuple[ModelArch, GPU, Request]:
     """Resolve and validate the server: (arch, gpu, a template request holding GPUs, their tensor- and
@@ -201,6 +216,7 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
     if not isinstance(workload, Workload):
         raise InvalidInputError(f"must be a Workload (llmco2.make_workload), got {type(workload).__name__}", field="workload")
     check_limits(max_batch, max_batched_tokens, chunked_prefill, energy_scale)
+    check_iterations(workload, max_batch, max_batched_tokens)
     check_scope(scope)  # None too, as llmco2.predict refuses it (the default is "gpu")
 
     arch, dev, req = server_setup(model, gpu, num_gpus, tp, engine, dtype, ep)

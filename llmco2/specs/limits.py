@@ -31,6 +31,16 @@ MAX_REQUEST_COLUMNS = 10_000
 #: Most requests one serving simulation takes (each holds a few hundred bytes of state and log; a
 #: million is about an hour of a busy 8-GPU server and a few hundred MB).
 MAX_SIMULATED_REQUESTS = 1_000_000
+#: Most scheduler iterations one serving simulation may need (some 200,000 a second: under a
+#: minute). A million requests at the engine's default limits need about a million.
+MAX_SIMULATED_ITERATIONS = 10_000_000
+
+
+def fewest_iterations(total_tokens: int, output_tokens: int, max_batched_tokens: int, max_batch: int) -> int:
+    """The fewest scheduler iterations a workload of ``total_tokens`` (prompt and output) and
+    ``output_tokens`` can take: each iteration processes at most ``max_batched_tokens`` tokens and
+    decodes at most ``max_batch`` sequences by one token."""
+    return max(-(-total_tokens // max_batched_tokens), -(-output_tokens // max_batch))
 
 
 def longest_prompt(max_context: int) -> int:
