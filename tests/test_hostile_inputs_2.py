@@ -404,3 +404,14 @@ def test_serving_max_batched_tokens_one_on_many_requests_is_one_line(capsys: pyt
     code, _, err = run_cli(["predict", "--model", "qwen2-0.5b", "--serving", "--rate", "1", "--max-batched-tokens", "1",
                             "--serving-requests", "20000", *ONE], capsys)
     _one_line_error(code, err, "--max-batched-tokens", "--serving-requests")
+
+
+def test_an_empty_model_or_gpu_cell_is_called_empty(tmp_path: Path, capsys) -> None:
+    """A blank model or GPU cell in a request file: exit 2, one line, 'is empty' (it read
+    "unknown model ''" with the whole catalog)."""
+    for header_cells, column in (((" ", "h100"), "model"), (("llama3.1-8b", ""), "gpu")):
+        path = tmp_path / f"{column}.csv"
+        path.write_text("model,gpu,batch_size,prompt_tokens,generated_tokens\n" + ",".join(header_cells) + ",1,100,10\n")
+        code, out, err = run_cli(["predict", "--requests", str(path), "--out", str(tmp_path / f"o_{column}.csv")], capsys)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+        assert f"line 2: {column}: the {column} is empty" in err

@@ -68,6 +68,9 @@ class Catalog(Generic[T]):
         key = normalise_key(name)
         if key in self._index:
             return self._entries[self._index[key]]
+        if isinstance(name, str) and not name.strip():
+            raise UnknownIdError(f"the {self.kind} is empty; give a {self.kind} id (known ids: {', '.join(self.ids[:8])}, ...)",
+                                 field=field or self.kind)
         raise UnknownIdError(
             f"unknown {self.kind} {name!r}" + (close_matches(name, self._index) or f"; known ids: {', '.join(self.ids)}"),
             field=field or self.kind,
