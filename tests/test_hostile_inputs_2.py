@@ -415,3 +415,14 @@ def test_an_empty_model_or_gpu_cell_is_called_empty(tmp_path: Path, capsys) -> N
         code, out, err = run_cli(["predict", "--requests", str(path), "--out", str(tmp_path / f"o_{column}.csv")], capsys)
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
         assert f"line 2: {column}: the {column} is empty" in err
+
+
+@pytest.mark.parametrize("name", ["out.json", "out.tsv", "out", "out.parquet.gz"])
+def test_an_output_suffix_that_names_no_format_is_refused_before_work(name: str, tmp_path: Path, capsys) -> None:
+    """predict --requests writes CSV, gzip CSV or Parquet as the suffix says; another suffix (it
+    wrote CSV text under a .json name) is refused with one line, and nothing is written."""
+    requests = tmp_path / "r.csv"
+    requests.write_text(REQUESTS)
+    code, out, err = run_cli(["predict", "--requests", str(requests), "--out", str(tmp_path / name)], capsys)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--out" in err
+    assert not (tmp_path / name).exists() and sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]

@@ -199,6 +199,10 @@ def _fingerprint(job: FileJob, src: Path, parquet_out: bool) -> dict[str, Any]:
             "chunk_rows": CHUNK_ROWS, "parquet": parquet_out, "columns": list(OUTPUT_COLUMNS), "llmco2": __version__}
 
 
+#: Output suffixes of a request file's predictions (before a ``.gz``): CSV text or Parquet.
+OUTPUT_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
 def chunk_writer(batch: Any, first: bool, parquet: bool) -> Callable[[IO[bytes]], None]:
     """How one chunk's Arrow record ``batch`` is appended to a partial output
     (:meth:`~llmco2.resumable_output.ResumableOutput.commit`): for a Parquet output, Arrow IPC
@@ -282,6 +286,10 @@ def _predict_file(job: FileJob, progress: dict[str, int]) -> int:
         raise InvalidInputError(f"cannot write {out}: it is the `requests` file; give another `out`", field="out")
     for written in (out, Path(f"{out}.totals.json"), Path(f"{out}.rejects.csv")):
         check_not_an_input(written, read_inputs(job), "out")
+    kind = Path(out.stem).suffix.lower() if is_gzip_output(out) else out.suffix.lower()
+    if kind not in OUTPUT_SUFFIXES:
+        raise InvalidInputError(f"cannot write {out}: unknown file type {kind or '(none)'!r}; give FILE.csv, FILE.csv.gz "
+                                "or FILE.parquet (the suffix decides the format)", field="out")
     engine = get_engine(job.options.engine).id
     start = time.perf_counter()
     predictor = load_predictor(job.options.checkpoint)
