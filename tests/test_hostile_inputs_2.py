@@ -426,3 +426,112 @@ def test_an_output_suffix_that_names_no_format_is_refused_before_work(name: str,
     code, out, err = run_cli(["predict", "--requests", str(requests), "--out", str(tmp_path / name)], capsys)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--out" in err
     assert not (tmp_path / name).exists() and sorted(p.name for p in tmp_path.iterdir()) == ["r.csv"]
+
+
+# -- API arguments of the wrong type or shape (a randomized campaign over the public API) ----------
+def _refused(call, field: str) -> InvalidInputError:
+    with pytest.raises(InvalidInputError) as info:
+        call()
+    assert info.value.field == field and "\n" not in str(info.value), (info.value.field, str(info.value))
+    return info.value
+
+
+@pytest.mark.parametrize("name", ["options", "assumptions"])
+@pytest.mark.parametrize("value", ["int4", {"region": "FR"}, 4])
+def test_options_or_assumptions_of_another_type_are_refused(name: str, value: object) -> None:
+    """``predict(..., assumptions="int4")`` (and predict_frame, compare) was a TypeError from
+    dataclasses.replace."""
+    import pandas as pd
+
+    import llmco2
+
+    _refused(lambda: llmco2.predict("qwen2-0.5b", "h100", prompt_tokens=64, generated_tokens=4, **{name: value}), name)
+    frame = pd.DataFrame({"model": ["qwen2-0.5b"], "gpu": ["h100"], "batch_size": [1], "prompt_tokens": [64],
+                          "generated_tokens": [4]})
+    _refused(lambda: llmco2.predict_frame(frame, **{name: value}), name)
+    _refused(lambda: llmco2.compare("qwen2-0.5b", "h100", rate=1.0, serving_requests=10, **{name: value}), name)
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"workers": float("inf")}, "workers"), ({"workers": "4"}, "workers"), ({"workers": 2.5}, "workers"),
+    ({"workers": 0}, "workers"), ({"partition_rows": float("nan")}, "partition_rows"),
+    ({"partition_rows": (4,)}, "partition_rows"), ({"partition_rows": True}, "partition_rows"),
+    ({"address": float("nan")}, "address"), ({"address": ["local"]}, "address"), ({"address": " "}, "address"),
+    ({"verbose": "no"}, "verbose"), ({"verbose": float("inf")}, "verbose")])
+def test_cluster_options_are_checked_when_built(changes: dict, field: str) -> None:
+    """ClusterOptions took any value (NaN workers, a list as the address) and left it to fail later
+    with a TypeError, or not at all."""
+    import llmco2
+
+    _refused(lambda: llmco2.ClusterOptions(**changes), field)
+
+
+def test_cluster_options_take_whole_numbers() -> None:
+    import numpy as np
+
+    import llmco2
+
+    options = llmco2.ClusterOptions(address="local", workers=np.int64(2), partition_rows=262_144.0, verbose=np.bool_(True))
+    assert options.workers == 2 and options.partition_rows == 262_144
+
+
+def test_compare_refuses_a_progress_that_cannot_be_called() -> None:
+    """``compare(progress=[...])`` was a TypeError after the first configuration's simulation."""
+    import llmco2
+
+    _refused(lambda: llmco2.compare("qwen2-0.5b", "h100", rate=1.0, serving_requests=10, progress=["h100"]), "progress")
+
+
+@pytest.mark.parametrize(("name", "value"), [("predictor", "conv"), ("cost", 4), ("calibration", {"factor": 1.0})])
+def test_serve_refuses_a_model_of_another_type(name: str, value: object) -> None:
+    """``serve(predictor="conv")`` was an AttributeError deep in the cost model."""
+    import llmco2
+
+    _refused(lambda: llmco2.serve("qwen2-0.5b", "h100", llmco2.make_workload(n=4, rate=1.0), **{name: value}), name)
+
+
+@pytest.mark.parametrize("basis", [["direct"], {"direct": 1}])
+def test_load_intensity_refuses_a_basis_that_is_no_text(basis: object) -> None:
+    """A basis given as a list or a dict is refused naming ``basis``."""
+    import llmco2
+
+    _refused(lambda: llmco2.load_intensity("/nonexistent.csv", basis=basis), "basis")
+
+
+def test_load_intensity_refuses_a_basis_that_is_an_array() -> None:
+    """``load_intensity(..., basis=np.array([]))`` was a ValueError (the truth value of an array)."""
+    import numpy as np
+
+    import llmco2
+
+    _refused(lambda: llmco2.load_intensity("/nonexistent.csv", basis=np.array([])), "basis")
+
+
+@pytest.mark.parametrize("field", ["model", "checkpoint", "intensity"])
+def test_a_name_too_long_for_a_path_is_refused(field: str) -> None:
+    """A model, checkpoint or intensity source of 100,000 characters was an OSError (file name too
+    long) from the check whether it names a file."""
+    import llmco2
+
+    long = "x" * 100_000
+    if field == "intensity":
+        _refused(lambda: llmco2.load_intensity(long), field)
+        return
+    args = {"model": long} if field == "model" else {"model": "qwen2-0.5b", "checkpoint": long}
+    _refused(lambda: llmco2.predict(gpu="h100", prompt_tokens=64, generated_tokens=4, **args), field)
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"requests": ["r.csv"]}, "requests"), ({"requests": b"r.csv"}, "requests"), ({"requests": "x" * 100_000}, "requests"),
+    ({"out": 4}, "out"), ({"out": "/tmp/" + "x" * 1000 + ".csv"}, "out"), ({"options": "fixed"}, "options"),
+    ({"assumptions": True}, "assumptions"), ({"cluster": 10**30}, "cluster"), ({"on_error": ["raise"]}, "on_error")])
+def test_file_job_fields_of_another_type_are_refused(changes: dict, field: str, tmp_path: Path) -> None:
+    """A FileJob with a list as its requests, a number as out, text as its options or a name too
+    long for a path was a TypeError, AttributeError or OSError when predicted."""
+    import llmco2
+
+    requests = tmp_path / "r.csv"
+    requests.write_text(REQUESTS)
+    args = {"requests": str(requests), "out": str(tmp_path / "o.csv"), **changes}
+    _refused(lambda: llmco2.predict_file(llmco2.FileJob(**args)), field)
+    assert not (tmp_path / "o.csv").exists()

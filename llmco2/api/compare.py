@@ -238,6 +238,9 @@ def compare(model: str | ModelArch, gpus: str | Sequence[str] = "datacentre", *,
 
     from llmco2.specs import get_model
 
+    if progress is not None and not callable(progress):
+        raise InvalidInputError(f"must be a function called with 1 after each configuration, or None, got "
+                                f"{type(progress).__name__}", field="progress")
     opts, assume = with_fields(options or RequestOptions(dtype="bf16"), assumptions, fields)
     load = Load(rate=rate, concurrency=concurrency, background=background, prompt_tokens=prompt_tokens,
                 generated_tokens=generated_tokens, serving_requests=serving_requests, seed=seed)

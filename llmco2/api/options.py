@@ -26,6 +26,7 @@ import numpy as np
 from llmco2.analytic.request_parsing import RowDefaults
 from llmco2.errors import InvalidInputError
 from llmco2.specs import DEFAULT_ENGINE
+from llmco2.specs.limits import whole_number
 from llmco2.specs.quantisation import canonical_quantisation
 
 
@@ -173,6 +174,16 @@ class ClusterOptions:
     partition_rows: int | None = None
     verbose: bool = False
 
+    def __post_init__(self) -> None:
+        if self.address is not None and not (isinstance(self.address, str) and self.address.strip()):
+            raise InvalidInputError(f"must be 'local', a scheduler address (tcp://host:8786) or None, got "
+                                    f"{self.address!r}", field="address")
+        if self.workers is not None:
+            whole_number(self.workers, "workers", 1, 1024)
+        if self.partition_rows is not None:
+            whole_number(self.partition_rows, "partition_rows", 1, 1 << 30)
+        check_flags(verbose=self.verbose)
+
 
 #: What a request-file job does with a row that fails its checks.
 ON_ERROR = ("raise", "skip")
@@ -193,7 +204,20 @@ class FileJob:
     on_error: str = "raise"
 
     def __post_init__(self) -> None:
-        if self.on_error not in ON_ERROR:
+        if not isinstance(self.requests, (str, os.PathLike)) or not str(self.requests).strip():
+            raise InvalidInputError(f"must be the path of a request file (text), got {self.requests!r}", field="requests")
+        if self.out is not None and (not isinstance(self.out, (str, os.PathLike)) or not str(self.out).strip()):
+            raise InvalidInputError(f"must be an output path (text) or None, got {self.out!r}", field="out")
+        for name in ("requests", "out"):
+            path = getattr(self, name)
+            if path is not None and (len(str(path)) > 4096 or any(len(part) > 255 for part in str(path).split(os.sep))):
+                raise InvalidInputError(f"is too long for a path (a name over 255 characters, or over 4,096 in all): "
+                                        f"{str(path)[:60]!r}...", field=name)
+        for name, kind in (("options", RequestOptions), ("assumptions", Assumptions), ("cluster", ClusterOptions)):
+            if not isinstance(getattr(self, name), kind):
+                raise InvalidInputError(f"must be a {kind.__name__} (llmco2.{kind.__name__}), got "
+                                        f"{type(getattr(self, name)).__name__}", field=name)
+        if not isinstance(self.on_error, str) or self.on_error not in ON_ERROR:
             raise InvalidInputError(f"must be one of {', '.join(ON_ERROR)}, got {self.on_error!r}", field="on_error")
 
     def fingerprint_options(self) -> dict[str, Any]:
@@ -231,6 +255,10 @@ def with_fields(options: RequestOptions | None, assumptions: Assumptions | None,
                 values: dict[str, Any]) -> tuple[RequestOptions, Assumptions]:
     """The two records with the fields named in ``values`` replaced (``engine="hf"`` goes to the
     request options, ``region="FR"`` to the assumptions); an unknown name is refused."""
+    for name, value, kind in (("options", options, RequestOptions), ("assumptions", assumptions, Assumptions)):
+        if value is not None and not isinstance(value, kind):
+            raise InvalidInputError(f"must be a {kind.__name__} (llmco2.{kind.__name__}) or None, got "
+                                    f"{type(value).__name__}", field=name)
     unknown = sorted(set(values) - _REQUEST_FIELDS - _ASSUMPTION_FIELDS)
     if unknown:
         raise InvalidInputError(f"unknown option {unknown[0]!r}; the options are "

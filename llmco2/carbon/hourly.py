@@ -181,8 +181,12 @@ def resolve_source(source: str | Path) -> tuple[Path, HourlyDataset | None]:
     """The file ``source`` names, and the bundled dataset when it is one's name rather than a path
     that exists; a missing path says which datasets could have been meant."""
     path = Path(source)
-    if path.exists():
-        return path, None
+    try:
+        if path.exists():
+            return path, None
+    except OSError as exc:  # a name too long for a path: no file, perhaps a dataset's name
+        if find_dataset(str(source)) is None:
+            raise InvalidInputError(f"cannot read {str(source)[:80]!r}: {exc.strerror or exc}", field="intensity") from None
     dataset = find_dataset(str(source))
     if dataset is not None:
         return dataset.path(), dataset
@@ -205,7 +209,7 @@ def load_intensity(source: str | Path | Any, basis: str = "direct") -> HourlyInt
     """Read an hourly intensity file (CSV path) or frame (pandas DataFrame or pyarrow Table with
     the same columns). ``basis`` picks the column of an Electricity Maps export: ``direct``
     (operational emissions, the GHG Protocol's Scope 2 figure) or ``lifecycle``."""
-    if basis not in BASES:
+    if not isinstance(basis, str) or basis not in BASES:
         raise InvalidInputError(f"must be one of {', '.join(BASES)}, got {basis!r}", field="basis")
     if isinstance(source, (str, Path)):
         path, dataset = resolve_source(source)

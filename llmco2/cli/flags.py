@@ -28,7 +28,7 @@ from llmco2.errors import InvalidInputError
 FLAGS: dict[str, str] = {
     "intensity": "--intensity-file", "timestamp": "--timestamp", "region": "--region", "pue": "--pue",
     "carbon_intensity": "--carbon-intensity", "lifetime_years": "--lifetime-years", "checkpoint": "--checkpoint",
-    "requests": "--requests", "out": "--out", "cluster": "--cluster", "workers": "--workers",
+    "requests": "--requests", "out": "--out", "cluster": "--cluster", "address": "--cluster", "workers": "--workers",
     "partition_rows": "--partition-rows", "rate": "--rate", "concurrency": "--concurrency", "gpus": "--gpus",
     "num_gpus": "--gpus",
     "gpu": "--gpu", "model": "--model", "batch_size": "--batch-size", "prompt_tokens": "--prompt-tokens",

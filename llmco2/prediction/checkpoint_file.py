@@ -20,6 +20,7 @@ convert PATH --trust``); :func:`convert_legacy` loads one only when the caller t
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -123,6 +124,11 @@ def check_checkpoint_file(path: str | Path, field: str = "checkpoint") -> Path:
     """``path`` if it is an existing regular file; else what it is instead (missing, a directory,
     not a regular file such as a FIFO or ``/dev/zero``), naming ``field``."""
     p = Path(path)
+    try:
+        p.stat()
+    except OSError as exc:  # missing, a loop (said below), or a name too long for a path
+        if exc.errno == errno.ENAMETOOLONG:
+            raise InvalidInputError(f"cannot read checkpoint {str(p)[:80]!r}: {exc.strerror or exc}", field=field) from None
     if p.is_dir():
         raise InvalidInputError(f"checkpoint {str(p)!r} is a directory, not a file", field=field)
     if not p.exists():

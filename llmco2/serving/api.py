@@ -157,6 +157,20 @@ def check_limits(max_batch: Any, max_batched_tokens: Any, chunked_prefill: Any, 
     finite_number(energy_scale, "energy_scale", above=True)
 
 
+def check_models(predictor: Any, cost: Any, calibration: Any) -> None:
+    """``predictor`` has a ``predict`` method, ``cost`` the methods of an :class:`IterationCost`,
+    ``calibration`` is a :class:`Calibration` (each or ``None``)."""
+    if predictor is not None and not callable(getattr(predictor, "predict", None)):
+        raise InvalidInputError(f"must be a loaded checkpoint (llmco2.prediction.loading.load_predictor) or None, got "
+                                f"{type(predictor).__name__}", field="predictor")
+    if cost is not None and not all(callable(getattr(cost, m, None)) for m in ("prefill", "mixed", "decode")):
+        raise InvalidInputError(f"must be an IterationCost (with prefill, mixed and decode methods) or None, got "
+                                f"{type(cost).__name__}", field="cost")
+    if calibration is not None and not isinstance(calibration, Calibration):
+        raise InvalidInputError(f"must be a Calibration (llmco2.serving.calibration) or None, got "
+                                f"{type(calibration).__name__}", field="calibration")
+
+
 def check_iterations(workload: Workload, max_batch: int, max_batched_tokens: int) -> None:
     """Refuse, before simulating, a workload whose scheduler limits are so small that it needs more than
     :data:`MAX_SIMULATED_ITERATIONS` iterations (``max_batched_tokens=1`` on thousands of requests would
@@ -216,6 +230,7 @@ def serve(model: str | ModelArch, gpu: str | GPU, workload: Workload, num_gpus: 
     if not isinstance(workload, Workload):
         raise InvalidInputError(f"must be a Workload (llmco2.make_workload), got {type(workload).__name__}", field="workload")
     check_limits(max_batch, max_batched_tokens, chunked_prefill, energy_scale)
+    check_models(predictor, cost, calibration)
     check_iterations(workload, max_batch, max_batched_tokens)
     check_scope(scope)  # None too, as llmco2.predict refuses it (the default is "gpu")
 

@@ -367,7 +367,11 @@ def get_model(name: str | ModelArch, approximate: bool = False) -> ModelArch:
         return name
     text = str(name)
     path = Path(text)
-    if text.endswith(".json") or (path.is_dir() and (path / "config.json").is_file()):
+    try:
+        folder = path.is_dir() and (path / "config.json").is_file()
+    except OSError:  # a name too long for a path: no folder, perhaps an id
+        folder = False
+    if text.endswith(".json") or folder:
         return load_hf_config(path, approximate=approximate)
     try:
         return model_catalog().get(text, field="model")
