@@ -66,6 +66,8 @@ def parse_json(text: str | bytes, max_depth: int = MAX_JSON_DEPTH, **kwargs: Any
 def check_input_file(path: str | Path, field: str) -> Path:
     """``path`` if it is a readable regular file; otherwise what it is instead."""
     p = Path(path)
+    if "\x00" in str(p):
+        raise InvalidInputError(f"{str(p)!r} holds a NUL byte, which no file name can; give a file", field=field)
     try:
         st = p.stat()
     except FileNotFoundError:
@@ -89,6 +91,8 @@ def check_output_path(path: str | Path, field: str = "out", suffixes: tuple[str,
     def refuse(reason: str) -> InvalidInputError:
         return InvalidInputError(f"cannot write {p}: {reason}", field=field)
 
+    if "\x00" in str(p):
+        raise InvalidInputError(f"cannot write {str(p)!r}: it holds a NUL byte, which no file name can", field=field)
     if suffixes and p.suffix.lower() not in suffixes:
         raise refuse(f"unknown file type {p.suffix or '(none)'!r}; use {' or '.join(suffixes)}")
     if loops(p):

@@ -535,3 +535,30 @@ def test_file_job_fields_of_another_type_are_refused(changes: dict, field: str, 
     args = {"requests": str(requests), "out": str(tmp_path / "o.csv"), **changes}
     _refused(lambda: llmco2.predict_file(llmco2.FileJob(**args)), field)
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_nul_byte_in_a_path_is_refused_in_one_line() -> None:
+    """A file name holding a NUL byte (requests, out, checkpoint) is InvalidInputError naming the
+    argument, where pathlib raised ValueError('embedded null byte')."""
+    import llmco2
+    from llmco2.api.files import FileJob
+
+    with pytest.raises(InvalidInputError, match="NUL byte"):
+        llmco2.predict_file(FileJob(requests="r\x00.csv", out="o.csv"))
+    with pytest.raises(InvalidInputError, match="NUL byte"):
+        llmco2.predict("llama3.1-8b", "h100", prompt_tokens=10, generated_tokens=10, checkpoint="a\x00b")
+
+
+def test_a_time_or_duration_column_is_no_count_but_passes_through_as_an_extra(tmp_path: Path) -> None:
+    """predict_frame refuses a timedelta or timestamp where a count or id is read (a 5 s duration
+    was read as 5,000,000 tokens), and keeps such a column with its type when it is an extra."""
+    import pandas as pd
+
+    import llmco2
+
+    base = {"model": ["llama3.1-8b"], "gpu": ["h100"], "batch_size": [1], "prompt_tokens": [100], "generated_tokens": [50]}
+    with pytest.raises(InvalidInputError, match="a time or a duration") as info:
+        llmco2.predict_frame(pd.DataFrame({**base, "generated_tokens": [pd.Timedelta(seconds=5)]}))
+    assert info.value.field == "generated_tokens"
+    out = llmco2.predict_frame(pd.DataFrame({**base, "waited": [pd.Timedelta(seconds=3)]}))
+    assert str(out["waited"].dtype).startswith("timedelta64") and out["total_j"].iloc[0] > 0

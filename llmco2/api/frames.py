@@ -176,7 +176,9 @@ def _parse(table: Any, defaults: RowDefaults, hourly: bool) -> Any:
     import pyarrow.compute as pc
 
     from llmco2.analytic.request_files import check_header
-    from llmco2.analytic.request_parsing import Resolver, parse_chunk
+    from llmco2.analytic.request_parsing import ARCH_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, Resolver, parse_chunk
+
+    read_columns = {*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS, *ARCH_COLUMNS}  # counts and ids the requests are parsed from
 
     header = [str(n).strip() for n in table.column_names]
     check_header(Path("frame"), header)
@@ -187,6 +189,9 @@ def _parse(table: Any, defaults: RowDefaults, hourly: bool) -> Any:
         raise InvalidInputError("frame has a header but no requests", field="requests")
     cols = []
     for name, c in zip(header, table.columns, strict=True):
+        if name in read_columns and (pa.types.is_duration(c.type) or pa.types.is_temporal(c.type)):
+            raise InvalidInputError(f"frame's column holds {c.type} (a time or a duration); its cells must be numbers or "
+                                    "text", field=name)
         try:
             text = c if pa.types.is_string(c.type) else pc.cast(c, pa.string())
         except (pa.ArrowException, OverflowError):  # a list, a struct or bytes that are not UTF-8

@@ -124,6 +124,8 @@ def check_checkpoint_file(path: str | Path, field: str = "checkpoint") -> Path:
     """``path`` if it is an existing regular file; else what it is instead (missing, a directory,
     not a regular file such as a FIFO or ``/dev/zero``), naming ``field``."""
     p = Path(path)
+    if "\x00" in str(p):
+        raise InvalidInputError(f"checkpoint {str(p)!r} holds a NUL byte, which no file name can", field=field)
     try:
         p.stat()
     except OSError as exc:  # missing, a loop (said below), or a name too long for a path
