@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llmco2.analytic.layer import LayerBatch, analyze_layer, analyze_layers, layer_graph
+from llmco2.analytic.layer import LayerBatch, analyze_layer, analyze_layers
+from llmco2.analytic.layer_dag import layer_graph
 from llmco2.analytic.model import model_totals
 from llmco2.errors import InvalidInputError
 from llmco2.graph import GLOBAL_FEATURES, NODE_FEATURES, FeatureScaler, build_graph_arrays, subset

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmco2.analytic.layer import KERNEL_KINDS, analyze_layer, layer_graph
+from llmco2.analytic.layer import KERNEL_KINDS, analyze_layer
+from llmco2.analytic.layer_dag import layer_graph
 from llmco2.specs import ModelArch, Request
 
 FLASH_NODES = ["norm_attn", "q_proj", "k_proj", "v_proj", "fuse_attn", "out_proj", "add_attn", "norm_mlp",

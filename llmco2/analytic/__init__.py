@@ -2,7 +2,8 @@
 roofline, parallel attention, whole-model totals and the reference tables of the seed notes."""
 
 from llmco2.analytic.kernels import PAPER_DEVIATIONS, KernelCost
-from llmco2.analytic.layer import KERNEL_NAMES, KERNELS, LayerAnalysis, LayerBatch, analyze_layer, analyze_layers, layer_graph
+from llmco2.analytic.layer import KERNEL_NAMES, KERNELS, LayerAnalysis, LayerBatch, analyze_layer, analyze_layers
+from llmco2.analytic.layer_dag import layer_graph
 from llmco2.analytic.model import model_totals
 from llmco2.analytic.parallel import AttentionCost, attention_cost
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmco2.analytic.layer import PHASES, LayerAnalysis, as_number
+from llmco2.analytic.layer import PHASES, LayerAnalysis
+from llmco2.analytic.layer_dag import as_number
 from llmco2.analytic.model import QUANTITIES, ModelTotals
 from llmco2.specs.dtypes import DTYPE_BITS
 from llmco2.specs.gpus import GPU

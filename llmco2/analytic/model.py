@@ -15,7 +15,8 @@ from numpy.typing import NDArray
 from llmco2.analytic import experts as X
 from llmco2.analytic import kernels as K
 from llmco2.analytic import mixers as M
-from llmco2.analytic.layer import KERNEL_NAMES, PHASES, LayerAnalysis, LayerBatch, as_number
+from llmco2.analytic.layer import KERNEL_NAMES, PHASES, LayerAnalysis, LayerBatch
+from llmco2.analytic.layer_dag import as_number
 from llmco2.analytic.quantised import bitsandbytes_rows
 from llmco2.analytic.roofline import roofline_point
 

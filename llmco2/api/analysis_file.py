@@ -3,7 +3,7 @@
 The output is written as ``predict --requests`` writes its own, by the same code: every input
 column with its own type (an Arrow schema in, the same schema out; a CSV input's cells as text),
 then :data:`~llmco2.analytic.batch.ANALYSIS_COLUMNS`; CSV stays CSV and Parquet stays Parquet, the
-output's suffix decides (:func:`~llmco2.api.files.chunk_writer`). The file is read, analysed and
+output's suffix decides (:func:`~llmco2.api.output_files.chunk_writer`). The file is read, analysed and
 written one chunk at a time; the output appears under its name only when every row is written, and
 a run that fails or is interrupted leaves nothing behind.
 """
@@ -45,7 +45,7 @@ def analyze_file(requests: str | Path, out: str | Path, defaults: RowDefaults | 
     from llmco2.analytic.batch import ANALYSIS_COLUMNS
     from llmco2.analytic.request_files import CHUNK_ROWS, iter_request_chunks
     from llmco2.api.chunks import replaced_columns
-    from llmco2.api.files import chunk_writer, output_conversion
+    from llmco2.api.output_files import chunk_writer, output_conversion
     from llmco2.file_checks import check_input_file, check_output_path
     from llmco2.resumable_output import ResumableOutput, file_identity
     from llmco2.version import __version__

@@ -124,8 +124,7 @@ def prediction_batch(chunk: Any, keep: list[int], predictor: Any, assume: dict[s
     anything with ``intensities(batch, first_line)`` and ``default_region``)."""
     import pyarrow as pa
 
-    from llmco2.carbon.footprint import predict_footprint
-    from llmco2.carbon.hourly import with_hourly_carbon
+    from llmco2.carbon.footprint import predict_footprint, with_hourly_carbon
 
     # the whole chunk at once: the model steps through it (PIPELINE_ROWS), pipelining its network
     fp = predict_footprint(chunk.table, predictor, assumptions=assume, chunk=max(len(chunk.table), 1))

@@ -78,7 +78,7 @@ def predict_frame(frame: Any, *, options: RequestOptions | None = None, assumpti
         fp = predict_footprint(part, predictor, assumptions=assume, chunk=max(len(part), 1))
         rows = None if g is None else g[lo:lo + CHUNK_ROWS]
         if rows is not None:
-            from llmco2.carbon.hourly import with_hourly_carbon
+            from llmco2.carbon.footprint import with_hourly_carbon
 
             fp = with_hourly_carbon(fp, rows)
         part_regions = regions.slice(lo, len(part)) if regions is not None else _grid_regions(None, None, None, assume, len(part))

@@ -179,7 +179,8 @@ def single_prediction(model: str | ModelArch, gpu: str | GPU, *, batch_size: int
 
 def _single_hour(fp: Any, hourly: HourlyIntensity, timestamp: Any, region: str | None) -> Any:
     """``fp`` with the intensity of the hour (and region) of ``timestamp``."""
-    from llmco2.carbon.hourly import lookup, with_hourly_carbon
+    from llmco2.carbon.footprint import with_hourly_carbon
+    from llmco2.carbon.hourly import lookup
     from llmco2.carbon.timestamps import hour_text, hours_of, parse_seconds
 
     try:

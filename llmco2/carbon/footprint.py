@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.analytic.table import RequestTable
-from llmco2.carbon.accounting import embodied_g, operational_g
+from llmco2.carbon.accounting import J_PER_KWH, embodied_g, operational_g
 from llmco2.carbon.assumptions import EDGE_FORM_FACTORS, resolve_assumptions
 from llmco2.carbon.scoped import ServerParts, scoped_carbon_inputs, server_parts
 from llmco2.prediction.phases import PREDICT_CHUNK, Item, predict_phases, request_table
@@ -176,3 +176,11 @@ def predict_footprint(requests: Sequence[Item] | RequestTable, predictor: Any = 
     assume = assumptions or resolve_assumptions(table.gpus, region_id, carbon_intensity, pue_value, lifetime_years,
                                                 scope=scope, platform=platform)
     return footprint_from(predict_phases(table, predictor, chunk, progress), table, assume)
+
+
+def with_hourly_carbon(fp: Any, intensities: NDArray[np.float64]) -> Any:
+    """A :class:`~llmco2.carbon.footprint.Footprint` whose operational carbon (g CO2eq) uses each
+    request's own intensity (g CO2eq/kWh): energy (kWh, on the footprint's scope) x PUE x intensity."""
+    pue = float(fp.assumptions["pue"]["value"])
+    op = np.asarray(fp.scope_j, dtype=np.float64) / J_PER_KWH * pue * np.asarray(intensities, dtype=np.float64)
+    return replace(fp, operational_g=op)

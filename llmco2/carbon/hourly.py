@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 #: figures are the bundled datasets (``electricitymaps-2023``).
 ILLUSTRATIVE_SAMPLE = "hourly_intensity_sample.csv"
 ILLUSTRATIVE_NOTE = "; ILLUSTRATIVE VALUES, NOT MEASUREMENTS (the shipped sample: carbon/data/HOURLY_SAMPLE.md)"
-J_PER_KWH = 3.6e6
 #: Largest intensity accepted (g CO2eq/kWh); the dirtiest grids are near 1,100.
 MAX_INTENSITY = 5000.0
 BASES = ("direct", "lifecycle")
@@ -398,11 +397,3 @@ def outside_error(intensity: HourlyIntensity, count: int, first: int, timestamps
                                  f"timestamp {str(cell)!r}", field="intensity")
     return InvalidInputError(f"{count:,} {many} outside the hours of {intensity.source} ({intensity.span()}){regions}; "
                              f"first: {line}{of}, timestamp {str(cell)!r}", field="intensity")
-
-
-def with_hourly_carbon(fp: Any, intensities: NDArray[np.float64]) -> Any:
-    """A :class:`~llmco2.carbon.footprint.Footprint` whose operational carbon (g CO2eq) uses each
-    request's own intensity (g CO2eq/kWh): energy (kWh, on the footprint's scope) x PUE x intensity."""
-    pue = float(fp.assumptions["pue"]["value"])
-    op = np.asarray(fp.scope_j, dtype=np.float64) / J_PER_KWH * pue * np.asarray(intensities, dtype=np.float64)
-    return replace(fp, operational_g=op)

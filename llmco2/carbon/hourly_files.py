@@ -21,7 +21,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.analytic.compressed import arrow_csv_batches, open_text
-from llmco2.carbon.hourly import ILLUSTRATIVE_SAMPLE, HourlyIntensity, load_intensity, lookup, outside_error, with_hourly_carbon
+from llmco2.carbon.footprint import with_hourly_carbon
+from llmco2.carbon.hourly import ILLUSTRATIVE_SAMPLE, HourlyIntensity, load_intensity, lookup, outside_error
 from llmco2.errors import InvalidInputError
 
 log = logging.getLogger(__name__)

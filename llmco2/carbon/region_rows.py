@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.carbon.accounting import region
-from llmco2.carbon.hourly import with_hourly_carbon
+from llmco2.carbon.footprint import with_hourly_carbon
 from llmco2.errors import InvalidInputError
 
 log = logging.getLogger(__name__)

@@ -127,7 +127,8 @@ def hourly_trace(frame: pd.DataFrame, fp: Footprint, trace: str, intensity: Any,
     the hour of its timestamp (``intensity``: an hourly intensity file or frame, see
     :mod:`llmco2.carbon.hourly`; ``region`` picks one of its regions). Adds ``timestamp``,
     ``hour`` (its start, UTC) and ``g_co2eq_per_kwh`` columns."""
-    from llmco2.carbon.hourly import HourlyIntensity, load_intensity, with_hourly_carbon
+    from llmco2.carbon.footprint import with_hourly_carbon
+    from llmco2.carbon.hourly import HourlyIntensity, load_intensity
     from llmco2.carbon.timestamps import hours_of, parse_seconds
     from llmco2.data.azure import load_trace
 

@@ -154,7 +154,8 @@ def cmd_analyze_attention(args: argparse.Namespace) -> int:
 
 def _layer_payload(arch: Any, req: Any, gpu: Any) -> dict[str, Any]:
     from llmco2.analytic.features import global_features
-    from llmco2.analytic.layer import analyze_layer, layer_graph
+    from llmco2.analytic.layer import analyze_layer
+    from llmco2.analytic.layer_dag import layer_graph
     from llmco2.analytic.model import model_totals, summary_record
 
     analysis = analyze_layer(arch, req, gpu, check_context=False)  # checked by _request_from_args

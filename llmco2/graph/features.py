@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from llmco2.analytic.layer import KERNEL_NAMES, KERNELS, PHASES, LayerAnalysis, layer_edges
+from llmco2.analytic.layer import KERNEL_NAMES, KERNELS, PHASES, LayerAnalysis
+from llmco2.analytic.layer_dag import layer_edges
 from llmco2.analytic.model import ModelTotals
 from llmco2.specs.engines import engine_levels
 

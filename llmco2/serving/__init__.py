@@ -7,7 +7,8 @@ grid (:mod:`.costs`); :func:`serve` (:mod:`.api`) charges every request its shar
 
 from llmco2.serving.api import ServingResult, serve, steady_state, steady_state_j_per_token, summarise
 from llmco2.serving.costs import GridCostModel, IterationCost, idle_power_w, memory_budget
-from llmco2.serving.simulator import Schedule, SchedulerConfig, simulate
+from llmco2.serving.schedule import Schedule, SchedulerConfig
+from llmco2.serving.simulator import simulate
 from llmco2.serving.workload import Workload, make_workload, poisson_arrivals, trace_lengths
 
 __all__ = ["GridCostModel", "IterationCost", "Schedule", "SchedulerConfig", "ServingResult", "Workload", "idle_power_w",

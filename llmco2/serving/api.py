@@ -23,7 +23,8 @@ from llmco2.carbon.server_scope import check_scope
 from llmco2.errors import InvalidInputError
 from llmco2.serving.calibration import Calibration, calibrate
 from llmco2.serving.costs import GridCostModel, IterationCost, idle_power_w, memory_budget
-from llmco2.serving.simulator import Schedule, SchedulerConfig, simulate
+from llmco2.serving.schedule import Schedule, SchedulerConfig
+from llmco2.serving.simulator import simulate
 from llmco2.serving.workload import Workload
 from llmco2.specs import GPU, ModelArch, Request, get_engine, get_gpu, get_model, validate_request
 from llmco2.specs.limits import MAX_SIMULATED_ITERATIONS, fewest_iterations, finite_number, whole_number

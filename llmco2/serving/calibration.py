@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from llmco2.serving.simulator import Schedule
+from llmco2.serving.schedule import Schedule
 
 log = logging.getLogger(__name__)
 
