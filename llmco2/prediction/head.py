@@ -279,14 +279,13 @@ class OutputHead:
         ``None`` for a seen GPU, one without a sibling or outside the step physics' device group),
         and each row's index into that list."""
         gpus, gpu_code, engines, engine_code = gpu_engine_codes(items)
-        keys = np.asarray(gpu_code, dtype=np.int64).reshape(-1) * max(len(engines), 1) + np.asarray(engine_code, dtype=np.int64).reshape(-1)
-        distinct, code = np.unique(keys, return_inverse=True)
+        gpu_code, engine_code = (np.asarray(c, dtype=np.int64).reshape(-1) for c in (gpu_code, engine_code))
+        first, code = distinct_rows(gpu_code, engine_code)
         group = self.step.group if self.step is not None else None
         pairs = []
-        for key in distinct.tolist():
-            gpu, engine = gpus[key // max(len(engines), 1)], engines[key % max(len(engines), 1)]
-            pairs.append((gpu, seen_sibling(self.domain, gpu, engine) if gpu_group(gpu) == group else None))
-        return pairs, code.reshape(-1)
+        for g, e in zip(gpu_code[first].tolist(), engine_code[first].tolist(), strict=True):
+            pairs.append((gpus[g], seen_sibling(self.domain, gpus[g], engines[e]) if gpu_group(gpus[g]) == group else None))
+        return pairs, code
 
     def network_inputs(self, analysis: LayerAnalysis, totals: ModelTotals,
                        items: Sequence[Item] | RequestTable | None = None) -> tuple[LayerAnalysis, ModelTotals]:

@@ -329,12 +329,9 @@ def _twin_with_idle(gpu: GPU, catalog: Catalog[GPU]) -> GPU | None:
     leaves its static power as it is. Among several, the one with the same memory type and form
     factor is preferred.
     """
-    if gpu.die_area_mm2 is None:
-        return None
-    key = (gpu.architecture, gpu.die_area_mm2, gpu.process_node_nm, _mounting(gpu))
-    twins = [o for o in catalog if o.id != gpu.id and o.idle_power_w is not None
-             and (o.architecture, o.die_area_mm2, o.process_node_nm, _mounting(o)) == key
-             and (key[3] == "module" or o.tdp_w == gpu.tdp_w)]
+    mounting = _mounting(gpu)
+    twins = [o for o in catalog if o.id != gpu.id and o.idle_power_w is not None and same_die(gpu, o)
+             and _mounting(o) == mounting and (mounting == "module" or o.tdp_w == gpu.tdp_w)]
     twins.sort(key=lambda o: (o.memory_type != gpu.memory_type, o.form_factor != gpu.form_factor, o.id))
     return twins[0] if twins else None
 
