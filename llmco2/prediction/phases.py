@@ -9,7 +9,7 @@ The predictor is the torch-free :class:`~llmco2.prediction.inference.InferenceMo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from llmco2.analytic.table import RequestTable
 from llmco2.errors import InvalidInputError
@@ -31,6 +31,7 @@ def request_table(requests: Sequence[Item] | RequestTable) -> RequestTable:
     return table
 
 
+@runtime_checkable
 class PhasePredictor(Protocol):
     """A loaded checkpoint: the torch-free :class:`~llmco2.prediction.inference.InferenceModel` or
     the training ``GNNPredictor`` (the reference path)."""

@@ -21,6 +21,7 @@ import pandas as pd
 from llmco2.carbon.accounting import embodied_g, operational_g
 from llmco2.carbon.server_scope import check_scope
 from llmco2.errors import InvalidInputError
+from llmco2.prediction.phases import PhasePredictor
 from llmco2.serving.calibration import Calibration, calibrate
 from llmco2.serving.costs import GridCostModel, IterationCost, idle_power_w, memory_budget
 from llmco2.serving.schedule import Schedule, SchedulerConfig
@@ -159,12 +160,12 @@ def check_limits(max_batch: Any, max_batched_tokens: Any, chunked_prefill: Any, 
 
 
 def check_models(predictor: Any, cost: Any, calibration: Any) -> None:
-    """``predictor`` has a ``predict`` method, ``cost`` the methods of an :class:`IterationCost`,
-    ``calibration`` is a :class:`Calibration` (each or ``None``)."""
-    if predictor is not None and not callable(getattr(predictor, "predict", None)):
+    """``predictor`` is a :class:`~llmco2.prediction.phases.PhasePredictor`, ``cost`` an
+    :class:`IterationCost`, ``calibration`` a :class:`Calibration` (each or ``None``)."""
+    if predictor is not None and not isinstance(predictor, PhasePredictor):
         raise InvalidInputError(f"must be a loaded checkpoint (llmco2.prediction.loading.load_predictor) or None, got "
                                 f"{type(predictor).__name__}", field="predictor")
-    if cost is not None and not all(callable(getattr(cost, m, None)) for m in ("prefill", "mixed", "decode")):
+    if cost is not None and not isinstance(cost, IterationCost):
         raise InvalidInputError(f"must be an IterationCost (with prefill, mixed and decode methods) or None, got "
                                 f"{type(cost).__name__}", field="cost")
     if calibration is not None and not isinstance(calibration, Calibration):

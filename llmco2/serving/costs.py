@@ -28,7 +28,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -51,6 +51,7 @@ DECODE_PROBE = 8
 GPU_MEMORY_UTILIZATION = 0.9
 
 
+@runtime_checkable
 class IterationCost(Protocol):
     """Energy (J, all GPUs of the server) and latency (s) of serving iterations."""
 
