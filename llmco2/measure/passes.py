@@ -34,7 +34,7 @@ def _accepts(model: Any, name: str) -> bool:
 def returned_cache(out: Any) -> Any:
     """The KV cache a forward pass returned: ``out.cache`` (transformers 5.2x on), else
     ``out.past_key_values``."""
-    cache = out.get("cache") if hasattr(out, "get") else getattr(out, "cache", None)
+    cache = getattr(out, "cache", None)
     return cache if cache is not None else out.past_key_values
 
 
