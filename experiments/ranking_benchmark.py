@@ -8,7 +8,13 @@ Groups: every configuration (model and load) measured on two or more GPUs of a s
 * **Argonne** (isolated batch runs, A100-40GB / H100 / Gaudi2): the same model, batch, prompt and
   generated lengths, number of devices and precision; the same engine where two GPUs ran one in
   common, otherwise each GPU's own (Gaudi2's DeepSpeed stack against vLLM or TensorRT-LLM).
-  Quantity: J per output token of the run.
+  Quantity: J per output token of the run. The rows of the superseded commit (every Gaudi2 row, the
+  two-GPU H100 rows) read the power of every accelerator of the node
+  (:func:`llmco2.data.importers.argonne.probe_devices`): each row is predicted at its reading's scope,
+  the used GPUs' predicted energy plus the unused cards' idle power (the catalog's static power,
+  :func:`llmco2.specs.gpus.static_power_w`) over the predicted time. Two more lines, reported and not
+  in "all": GPU-scope predictions against the readings as published, and against the readings with
+  the unused cards' idle taken out over the measured time. The fits read the rows as published.
 * **collected energy_code_eval** (vLLM 0.8 eager, A100-80GB vs A40): the same model, batch cap,
   lengths and weight quantisation.
 * **collected ML.ENERGY v1** (HF transformers at batch 1, A100 of unstated variant vs A40 vs
@@ -45,12 +51,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from llmco2.data.importers.argonne import probe_devices
 from llmco2.data.paths import shared_data
 from llmco2.data.usable import load_rows as load_table
 from llmco2.physics.step_isolated import IsolatedRows, fit_isolated_rows, isolated_rows
 from llmco2.physics.step_physics import StepParams, roofline_tdp_params
 from llmco2.serving.mlenergy import TASK_PROMPT_TOKENS, load_rows, serving_rows
 from llmco2.serving.mlenergy_fit import PROMPT_SCALES, fit_rows, fit_with_prompt_scales, predictions, roofline_tdp
+from llmco2.specs.gpus import static_power_w
 from llmco2.training.ranking import TIE_TOLERANCE, PairCounts, gpu_pairs, pair_counts
 
 log = logging.getLogger(__name__)
@@ -61,6 +69,13 @@ COLLECTED = ("collected/energy_code_eval.csv", "collected/hb_thesis_a100pcie.csv
 V1_FILE = "collected/mlenergy_v1_legacy.csv"
 V1_PROMPT_TOKENS = TASK_PROMPT_TOKENS["chat"]
 ARGONNE, CODE_EVAL, V1, V2 = "Argonne", "collected energy_code_eval", "collected ML.ENERGY v1", "ML.ENERGY v2"
+ARGONNE_FILE = "datacenter/argonne_llm_inference_bench.csv"
+#: The Argonne lines of the report: predictions at each reading's scope (the source's line in "all"), GPU-scope
+#: predictions against the readings as published, and GPU-scope predictions against readings with the unused
+#: cards' idle taken out.
+ARGONNE_SCOPE = "Argonne (predicted at the probes' scope)"
+ARGONNE_GPU = "Argonne (GPU scope vs node-wide readings)"
+ARGONNE_CORR = "Argonne (unused cards' idle subtracted, GPU scope)"
 #: Columns that make a configuration (model and load) of an isolated source.
 ISOLATED_KEY = ("model", "batch_size", "prompt_tokens", "generated_tokens", "num_devices", "tensor_parallel", "weight_bits",
                 "quantisation")
@@ -107,7 +122,8 @@ def v1_rows() -> pd.DataFrame:
 
 def isolated_frame(iso: IsolatedRows, label: dict[str, str], key: tuple[str, ...]) -> pd.DataFrame:
     """One line per measured row of ``iso`` with usable energy: its source label, configuration key,
-    GPU, engine, measured J per output token, power (W) and time per output token (s)."""
+    GPU, engine, measured J per output token, power (W), time per output token (s) and the idle power (W)
+    of the accelerators its reading summed beyond those the run used (``unused_idle``, :func:`unused_idle_w`)."""
     rows = iso.rows
     energy = pd.to_numeric(rows["energy_j"], errors="coerce").to_numpy(float)
     lat = pd.to_numeric(rows["latency_s"], errors="coerce").to_numpy(float)
@@ -117,8 +133,40 @@ def isolated_frame(iso: IsolatedRows, label: dict[str, str], key: tuple[str, ...
     ok &= pd.notna(src)
     out = pd.DataFrame({"source": src, "group": rows[list(key)].astype("string").fillna("-").agg("|".join, axis=1),
                         "device": rows["device"].astype(str), "engine": list(iso.decode.engines), "j": energy / tokens,
-                        "power": energy / lat, "time": lat / tokens})
+                        "power": energy / lat, "time": lat / tokens, "unused_idle": unused_idle_w(rows)})
     return out[ok]
+
+
+def unused_idle_w(rows: pd.DataFrame) -> np.ndarray:
+    """Per row, the idle power (W) of the node's accelerators that its power reading summed but the run did
+    not use: Argonne rows read by node-wide probes (:func:`llmco2.data.importers.argonne.probe_devices`)
+    times the catalog's static power of the device (:func:`llmco2.specs.gpus.static_power_w`: Gaudi2 88 W and
+    H100 SXM 120 W, both read with a model loaded); 0 elsewhere."""
+    out = np.zeros(len(rows))
+    argonne = (rows["source_file"] == Path(ARGONNE_FILE).name).to_numpy()
+    if argonne.any():
+        sub = rows[argonne]
+        extra = probe_devices(sub, shared_data(ARGONNE_FILE)) - pd.to_numeric(sub["num_devices"]).to_numpy(np.int64)
+        idle = sub["device"].astype(str).map(lambda d: static_power_w(d)[0]).to_numpy(float)
+        out[argonne] = extra * idle
+    return out
+
+
+def at_scope(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the scope variants of each row (row by row, before repeated rows are averaged):
+    predictions at the reading's scope (``*_j_scope``, ``*_power_scope``: the unused cards' idle power added
+    over the predicted time) and readings with that idle taken out (``j_corr``, ``power_corr``, over the
+    measured time). Units: J per output token and W."""
+    out = frame.copy()
+    idle = out["unused_idle"].to_numpy(float)
+    for p in ("pred", "base"):
+        j, power = out[f"{p}_j"].to_numpy(float), out[f"{p}_power"].to_numpy(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[f"{p}_j_scope"] = j + idle * np.where(idle > 0, j / power, 0.0)
+        out[f"{p}_power_scope"] = power + idle
+    out["j_corr"] = out["j"] - idle * out["time"]
+    out["power_corr"] = out["power"] - idle
+    return out
 
 
 def isolated_fits(train: IsolatedRows, gpus: list[str]) -> dict[str, StepParams]:
@@ -201,7 +249,8 @@ def items(frame: pd.DataFrame) -> pd.DataFrame:
 
 def evaluate(it: pd.DataFrame, pred: str) -> tuple[dict[str, PairCounts], pd.DataFrame]:
     """Pair counts per source under predictions ``pred`` (``pred_j`` or ``base_j``), and one line per
-    counted pair: source, GPU pair, right or wrong, and what drives a wrong pair (power or time)."""
+    counted pair: source, GPU pair, right or wrong, and what drives a wrong pair (power or time).
+    Measured J per output token and power are read from ``j`` and ``power``."""
     counts: dict[str, PairCounts] = {}
     lines = []
     power_col = pred.replace("_j", "_power")
@@ -223,21 +272,38 @@ def evaluate(it: pd.DataFrame, pred: str) -> tuple[dict[str, PairCounts], pd.Dat
     return counts, pd.DataFrame(lines)
 
 
+def scope_lines(it: pd.DataFrame) -> pd.DataFrame:
+    """Every source's items once, the Argonne ones three times (:data:`ARGONNE_SCOPE`, :data:`ARGONNE_GPU`,
+    :data:`ARGONNE_CORR`), each with its measured and predicted columns in ``j``, ``power``, ``pred_*`` and
+    ``base_*``."""
+    arg = it["source"] == ARGONNE
+    scope = it.copy()
+    for p in ("pred", "base"):
+        scope[f"{p}_j"], scope[f"{p}_power"] = scope[f"{p}_j_scope"], scope[f"{p}_power_scope"]
+    scope.loc[arg, "source"] = ARGONNE_SCOPE
+    gpu = it[arg].assign(source=ARGONNE_GPU)
+    corr = it[arg].assign(source=ARGONNE_CORR, j=it.loc[arg, "j_corr"], power=it.loc[arg, "power_corr"])
+    return pd.concat([scope, gpu, corr], ignore_index=True)
+
+
 def report(it: pd.DataFrame, command: str, seconds: float) -> str:
     """The Markdown tables: by source and by GPU pair."""
+    it = scope_lines(it)
     ours, pairs = evaluate(it, "pred_j")
     base, _ = evaluate(it, "base_j")
-    order = [s for s in (V2, ARGONNE, CODE_EVAL, V1) if s in ours]
+    order = [s for s in (V2, ARGONNE_SCOPE, ARGONNE_GPU, ARGONNE_CORR, CODE_EVAL, V1) if s in ours]
     lines = ["| source | GPUs | groups | pairs (measured ties skipped) | Kendall tau | pairs right | roofline x TDP: tau | pairs right |",
              "|---|---|---|---|---|---|---|---|"]
     total, total_base = PairCounts(), PairCounts()
     for s in order:
         sub = it[it["source"] == s]
         o, b = ours[s], base[s]
-        total, total_base = total + o, total_base + b
+        if s not in (ARGONNE_GPU, ARGONNE_CORR):  # "all" counts each source once
+            total, total_base = total + o, total_base + b
         lines.append(f"| {s} | {', '.join(sorted(set(sub['device'])))} | {sub['group'].nunique()} | {o.pairs} ({o.measured_ties}) | "
                      f"{o.tau:.2f} | {o.share_right * 100:.0f}% | {b.tau:.2f} | {b.share_right * 100:.0f}% |")
-    lines.append(f"| all | | {it.groupby(['source', 'group']).ngroups} | {total.pairs} ({total.measured_ties}) | {total.tau:.2f} | "
+    once = ~it["source"].isin((ARGONNE_GPU, ARGONNE_CORR))
+    lines.append(f"| all | | {it[once].groupby(['source', 'group']).ngroups} | {total.pairs} ({total.measured_ties}) | {total.tau:.2f} | "
                  f"{total.share_right * 100:.0f}% | {total_base.tau:.2f} | {total_base.share_right * 100:.0f}% |")
     by_pair = ["| source | GPU pair | pairs | right | wrong | wrong, measured gap < 10% | wrong: power drives | wrong: time per token drives |",
                "|---|---|---|---|---|---|---|---|"]
@@ -251,7 +317,16 @@ def report(it: pd.DataFrame, command: str, seconds: float) -> str:
                       "LLM-Inference-Bench, collected energy_code_eval and ML.ENERGY v1 legacy).", "",
                       "Tau: Kendall's tau within each group (model and load), averaged over groups weighted by pairs; "
                       "pairs right: share of GPU pairs in the measured order; pairs whose measurements lie within 2% "
-                      "are skipped (counted in brackets).", "", *lines, "", "## By GPU pair", "",
+                      "are skipped (counted in brackets).", "",
+                      "Argonne's superseded commit (every Gaudi2 row, the two-GPU H100 rows) read power with probes that "
+                      "sum every accelerator of the node (8 Gaudi2, 4 H100), used or not "
+                      "(`llmco2.data.importers.argonne.probe_devices`). Three Argonne lines: predicted at the probes' scope "
+                      "(the used GPUs' predicted power plus the unused cards' idle over the predicted time; the source's "
+                      "line in \"all\"), GPU-scope predictions against the readings as published, and GPU-scope predictions "
+                      "against the readings with the unused cards' idle taken out over the measured time. Idle per unused "
+                      "card: the catalog's static power (`llmco2.specs.gpus.static_power_w`: Gaudi2 88 W, H100 SXM 120 W, "
+                      "both read with a model loaded). No fit changes: every fit reads the rows as published.", "",
+                      *lines, "", "## By GPU pair", "",
                       "A wrong pair is put down to power or to time per output token, whichever's predicted ratio between "
                       "the two GPUs is further from the measured one.", "", *by_pair]) + "\n"
 
@@ -277,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, (iso, frame) in enumerate(zip(isos, frames, strict=True)):
         frames[k] = frame.join(predict_isolated(iso, fits))
     frames.append(serving_frame(args.quick))
-    it = items(pd.concat(frames, ignore_index=True))
+    it = items(at_scope(pd.concat(frames, ignore_index=True).fillna({"unused_idle": 0.0})))
     if args.items:
         it.to_csv(args.items, index=False)
     command = "python experiments/ranking_benchmark.py" + (" --quick" if args.quick else "")

@@ -14,6 +14,14 @@ energy of the whole batch), measurement ``power_x_latency``.
   about 190-240 W higher than the same configurations in later files (the node's idle GPUs
   appear to be included): kept, flagged ``power_includes_idle_gpus``. The Gaudi2 one-device rows
   of that commit (711-866 W, above the 600 W TDP of one Gaudi2) are of the same kind.
+* Measurement scope (:func:`probe_devices`): that commit's rows in W read power with probes that sum
+  every accelerator of the node, used or not: ``habanaPowerProbe`` with ``all_hpu=True`` (the sum over
+  ``hlmlDeviceGetCount()``, ``Deepspeed-MII/Gaudi2/habana_power.py``, an HLS-Gaudi2 node of 8 HL-225H)
+  and ``gpuPowerProbe`` with ``gpu_id=-1`` (the sum over ``nvmlDeviceGetCount()``,
+  ``TensorRT-LLM/H100/power_utils.py``, 4 GPUs per H100 node; Polaris A100 nodes hold 4),
+  argonne-lcf/LLM-Inference-Bench at 4664215b and 4a63dd42. Every other row reads the devices the run
+  used. The energy columns are kept as published; the scope is read from the rows' ``source`` and
+  ``power_unit_in_file`` fields, for comparisons that want a prediction at the reading's scope.
 * Devices resolve through the GPU catalog (ids, aliases, close matches: ``Nvidia H100 GPU`` ->
   ``h100-sxm``, ``Nvidia GH200 GPU`` -> ``gh200``, ``Habana Gaudi2`` -> ``gaudi2``), except the
   A100, whose generic name the catalog reads as the 80 GB part: the Argonne A100s are ALCF
@@ -58,6 +66,8 @@ POWER_UNITS = ("W", "mW", "kW")
 WATTS_PER_DEVICE = (10.0, 2000.0)
 SUPERSEDED_COMMIT = "943daf64"
 IDLE_FLAG = "power_includes_idle_gpus"
+#: Accelerators in one node, per device id, that the superseded commit's probes summed (module docstring).
+NODE_DEVICES = {"gaudi2": 8, "h100-sxm": 4, "a100-40gb": 4}
 ZERO_ENERGY = "energy_j == 0"
 #: (engine id, device id or "*") -> the engine version or port the benchmark ran (module docstring).
 ENGINE_VERSIONS = {("vllm", "*"): "vllm-v0", ("deepspeed", "gaudi2"): "optimum-habana"}
@@ -70,6 +80,23 @@ def _engine_versions(engines: pd.Series, devices: pd.Series) -> pd.Series:
         mask = (engines == engine) & ((devices == device) if device != "*" else True)
         out[mask] = version
     return out
+
+
+def probe_devices(table: pd.DataFrame, path: Path) -> np.ndarray:
+    """Accelerators whose power each row's reading sums (a count): the node's (:data:`NODE_DEVICES`) for the
+    rows of :data:`SUPERSEDED_COMMIT` whose file used W, the devices the run used (``num_devices``) otherwise.
+
+    ``table``: rows imported from the Argonne file at ``path`` (``source_row``, ``device``, ``num_devices``);
+    the commit and unit are read from that file's ``source`` and ``power_unit_in_file`` at each row's line.
+    """
+    raw = pd.read_csv(Path(path), usecols=["source", "power_unit_in_file"])
+    line = pd.to_numeric(table["source_row"]).to_numpy(np.int64) - 2  # line 1 is the header
+    commit = raw["source"].astype(str).str.split().str[0].to_numpy()[line]
+    unit = raw["power_unit_in_file"].astype(str).str.strip().to_numpy()[line]
+    used = pd.to_numeric(table["num_devices"]).to_numpy(np.int64)
+    node = table["device"].astype(str).map(NODE_DEVICES).fillna(0).to_numpy(np.int64)
+    node_wide = (commit == SUPERSEDED_COMMIT) & (unit == "W") & (node > 0)
+    return np.where(node_wide, np.maximum(node, used), used)
 
 
 def import_argonne(path: Path) -> ImportResult:
