@@ -18,8 +18,9 @@ energy of the whole batch), measurement ``power_x_latency``.
   every accelerator of the node, used or not: ``habanaPowerProbe`` with ``all_hpu=True`` (the sum over
   ``hlmlDeviceGetCount()``, ``Deepspeed-MII/Gaudi2/habana_power.py``, an HLS-Gaudi2 node of 8 HL-225H)
   and ``gpuPowerProbe`` with ``gpu_id=-1`` (the sum over ``nvmlDeviceGetCount()``,
-  ``TensorRT-LLM/H100/power_utils.py``, 4 GPUs per H100 node; Polaris A100 nodes hold 4),
-  argonne-lcf/LLM-Inference-Bench at 4664215b and 4a63dd42. Every other row reads the devices the run
+  ``TensorRT-LLM/H100/power_utils.py``, 4 GPUs per H100 node), argonne-lcf/LLM-Inference-Bench at
+  4664215b and 4a63dd42. The A100 rows of that commit in W (one device each, flagged) are counted at a
+  Polaris node's 4 GPUs from their 190-240 W excess alone (their probe is not checked). Every other row reads the devices the run
   used. The energy columns are kept as published; the scope is read from the rows' ``source`` and
   ``power_unit_in_file`` fields, for comparisons that want a prediction at the reading's scope.
 * Devices resolve through the GPU catalog (ids, aliases, close matches: ``Nvidia H100 GPU`` ->
