@@ -216,7 +216,7 @@ def test_an_engine_all_reduce_cost_adds_per_collective_and_only_with_tensor_para
     assert StepParams.from_dict(raw).engine("vllm").collective_s == 0.0
 
 
-@pytest.mark.parametrize("field", ["collective_s", "serving_worker_s"])
+@pytest.mark.parametrize("field", ["collective_s", "serving_worker_s", "sequence_bytes"])
 def test_online_engine_costs_are_fitted_only_for_engines_that_serving_rows_ran(field: str):
     from llmco2.physics.step_fit import _engine_fields
 
@@ -255,3 +255,26 @@ def test_a_step_file_without_eta_expert_reads_as_dense_rate_experts():
     assert StepParams.from_dict(raw).eta_expert == 0.7
     del raw["eta_expert"]
     assert StepParams.from_dict(raw).eta_expert == 1.0
+
+
+def test_gpu_work_per_sequence_lengthens_the_step_as_memory_bound_kernels_and_draws_more_than_host_time():
+    """The same per-sequence time spent as GPU work (bytes at eta_memory of the bandwidth) or on the
+    host: equal step times, but the GPU work keeps the kernels running and moves bytes, so it draws more."""
+    from dataclasses import replace
+
+    x = step_shapes([_decode_item(64)], "decode", 8.0)
+    bw = float(x.mem_bw_bytes_per_s[0])
+    p = StepParams(eta_memory=0.8, power_busy=0.5, engines={"vllm": GRAPHS})
+    base = step_cost(x, p)
+    per_seq_s = 40e-6
+    gpu = step_cost(x, replace(p, engines={"vllm": replace(GRAPHS, sequence_bytes=per_seq_s * 0.8 * bw)}))
+    host = step_cost(x, replace(p, engines={"vllm": replace(GRAPHS, sequence_s=GRAPHS.sequence_s + per_seq_s)}))
+    assert gpu.time_s[0] == pytest.approx(base.time_s[0] + 64 * per_seq_s, rel=1e-9)
+    assert host.time_s[0] == pytest.approx(gpu.time_s[0], rel=1e-9)
+    assert gpu.gpu_time_s[0] == pytest.approx(base.gpu_time_s[0] + 64 * per_seq_s, rel=1e-9)
+    assert host.gpu_time_s[0] == pytest.approx(base.gpu_time_s[0], rel=1e-12)
+    assert host.power_w[0] < base.power_w[0] < gpu.power_w[0]
+    raw = replace(p, engines={"vllm": replace(GRAPHS, sequence_bytes=1e6)}).to_dict()
+    assert StepParams.from_dict(raw).engine("vllm").sequence_bytes == 1e6
+    del raw["engines"]["vllm"]["sequence_bytes"]
+    assert StepParams.from_dict(raw).engine("vllm").sequence_bytes == 0.0

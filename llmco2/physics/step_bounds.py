@@ -31,6 +31,8 @@ FIXED_RANGES: dict[str, tuple[float, float]] = {"eta_network": (0.1, 1.0), "powe
 # 125 TFLOP/s in 300 W: 2.4 pJ; A100 7 nm: 1.3; H100 4 nm, 989 TFLOP/s in 700 W: 0.7 -> exponent about
 # 1.1 from the boards' own figures). memory_pj_per_byte >= 0: it is the on-chip share (caches, network
 # on chip) beside the DRAM access energy of the memory technology (llmco2/specs/data/memory_energy.toml).
+# sequence_bytes in [1 kB, 1 GB] per sequence and step: from nothing to a millisecond of memory-bound work
+# per sequence on the slowest catalog GPU; fitted only for engines that serving rows with power ran.
 ENGINE_BOUNDS = {"step_s": (0.05e-3, 50e-3), "sequence_s": (0.5e-6, 2e-3), "launch_s": (0.5e-6, 500e-6),
                  "serving_sequence_s": (0.1e-6, 2e-3), "collective_s": (0.1e-6, 2e-3),
-                 "serving_worker_s": (1e-6, 50e-3)}
+                 "serving_worker_s": (1e-6, 50e-3), "sequence_bytes": (1e3, 1e9)}

@@ -44,9 +44,11 @@ class Observation:
 
 def _engine_fields(oh: EngineOverhead, online: bool) -> tuple[str, ...]:
     """Fitted overheads of an engine: the per-kernel launch cost only where the host launches
-    every kernel (no CUDA graphs; with graphs it never binds), the online front end's cost only
-    where serving rows ran the engine (``online``)."""
-    return ("step_s", "sequence_s", *(() if oh.cuda_graphs else ("launch_s",)), *(("serving_sequence_s", "collective_s", "serving_worker_s") if online else ()))
+    every kernel (no CUDA graphs; with graphs it never binds), the online front end's cost and the
+    GPU work per sequence only where serving rows ran the engine (``online``: their measured power
+    tells GPU work from host time; isolated runs' energy alone does not)."""
+    return ("step_s", "sequence_s", *(() if oh.cuda_graphs else ("launch_s",)),
+            *(("serving_sequence_s", "collective_s", "serving_worker_s", "sequence_bytes") if online else ()))
 
 
 def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str], online: Sequence[str],

@@ -27,6 +27,13 @@ embedding / final norm / LM head:
   processing, incremental detokenisation and streaming), zero in an offline batch run, and a cost
   per step for each GPU worker beyond the first (``serving_worker``: the driver hands each step to
   every worker process), also zero offline;
+* an engine's per-sequence cost may be GPU work rather than host work (sampling over the
+  vocabulary's logits, per-sequence attention metadata: kernels the layer DAG does not hold):
+  ``sequence_bytes`` per sequence and step, run as memory-bound kernels (``t_gpu += seqs x
+  sequence_bytes / (eta_memory x bandwidth)``), so that it keeps the GPU busy and draws the energy
+  of the bytes it moves. Host and GPU shares are fitted together on serving rows that carry power:
+  host time lengthens the step at the static draw, GPU work at the draw of moving data, and only
+  the measured power tells them apart;
 * power per GPU: ``min(limit, static x (1 + base + a_b x u_b) + A x u_c + (e_b + e_dram) x bytes / t)``,
   energy per unit of work plus a static draw, with the power limit only as a cap:
 
@@ -95,11 +102,12 @@ class EngineOverhead:
     serving_sequence_s: float = 0.0  # online serving only: front-end cost per sequence and step
     collective_s: float = 0.0  # the engine's own latency per tensor-parallel all-reduce, beyond the link's
     serving_worker_s: float = 0.0  # online serving only: host cost per step for each GPU worker beyond the first
+    sequence_bytes: float = 0.0  # GPU work per sequence and step that the layer DAG does not hold, as bytes moved
 
     def to_dict(self) -> dict[str, Any]:
         return {"step_s": self.step_s, "sequence_s": self.sequence_s, "launch_s": self.launch_s, "cuda_graphs": self.cuda_graphs,
                 "serving_sequence_s": self.serving_sequence_s, "collective_s": self.collective_s,
-                "serving_worker_s": self.serving_worker_s}
+                "serving_worker_s": self.serving_worker_s, "sequence_bytes": self.sequence_bytes}
 
 
 def catalog_overhead(engine: str) -> EngineOverhead:
@@ -142,7 +150,7 @@ class StepParams:
     def from_dict(cls, raw: dict[str, Any]) -> StepParams:
         engines = {k: EngineOverhead(float(v["step_s"]), float(v["sequence_s"]), float(v["launch_s"]), bool(v["cuda_graphs"]),
                                      float(v.get("serving_sequence_s", 0.0)), float(v.get("collective_s", 0.0)),
-                                     float(v.get("serving_worker_s", 0.0)))
+                                     float(v.get("serving_worker_s", 0.0)), float(v.get("sequence_bytes", 0.0)))
                    for k, v in raw.get("engines", {}).items()}
         return cls(**{k: float(raw[k] if k in raw or k not in OPTIONAL_PARAMS else OPTIONAL_PARAMS[k]) for k in GLOBAL_PARAMS},
                    engines=engines, source=str(raw.get("source", "")))
@@ -263,9 +271,9 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
 
 
 def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = False,
-                    num_gpus: Array | None = None) -> tuple[Array, Array, Array, NDArray[np.bool_], Array]:
+                    num_gpus: Array | None = None) -> tuple[Array, Array, Array, NDArray[np.bool_], Array, Array]:
     """Per-row step, per-sequence and per-kernel host overheads (s), whether the engine uses CUDA
-    graphs and its own latency per all-reduce (s); ``online``: an online server's steps (its front
+    graphs, its own latency per all-reduce (s) and its GPU work per sequence (bytes); ``online``: an online server's steps (its front
     end's per-sequence cost included, and, given ``num_gpus``, its per-step cost for each GPU worker
     beyond the first)."""
     table = {e: params.engine(e) for e in set(engines)}
@@ -275,7 +283,7 @@ def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = F
         step = step + np.array([r.serving_worker_s for r in rows]) * np.maximum(np.asarray(num_gpus, dtype=np.float64) - 1.0, 0.0)
     return (step, np.array([r.sequence_s + (r.serving_sequence_s if online else 0.0) for r in rows]),
             np.array([r.launch_s for r in rows]), np.array([r.cuda_graphs for r in rows], dtype=bool),
-            np.array([r.collective_s for r in rows]))
+            np.array([r.collective_s for r in rows]), np.array([r.sequence_bytes for r in rows]))
 
 
 @dataclass(frozen=True)
@@ -288,7 +296,7 @@ class StepCost:
     gpu_time_s: Array
 
 
-def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array, NDArray[np.bool_], Array] | None = None,
+def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array, NDArray[np.bool_], Array, Array] | None = None,
               online: bool = False) -> StepCost:
     """:class:`StepCost` of the iterations ``x`` under the constants ``p`` (see the module docstring);
     ``online``: steps of an online server (ignored where ``overheads`` are given)."""
@@ -297,7 +305,7 @@ def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array
     sums = WorkSums(kernel_s, x.compute_s.sum(axis=1), x.memory_s.sum(axis=1), x.network_s.sum(axis=1), x.kernels,
                     x.collectives, x.sequences)
     t, power = time_and_power(sums, x, p, oh)
-    return StepCost(t, power * t, power, sums.gpu_time_s(p, oh[4]))
+    return StepCost(t, power * t, power, sums.with_sequence_work(oh[5], x.mem_bw_bytes_per_s, p).gpu_time_s(p, oh[4]))
 
 
 def kernel_seconds(compute_s: Array, memory_s: Array, moe: Array, p: StepParams) -> Array:
@@ -322,6 +330,13 @@ class WorkSums:
     collectives: Any
     sequences: Any
 
+    def with_sequence_work(self, sequence_bytes: Any, mem_bw_bytes_per_s: Any, p: StepParams) -> WorkSums:
+        """These sums with the engine's GPU work per sequence (``sequence_bytes`` per sequence and
+        step: sampling over the vocabulary's logits, per-sequence attention metadata, whatever the
+        layer DAG does not hold) as memory-bound kernel time at ``eta_memory`` of the bandwidth (bytes/s)."""
+        memory_s = sequence_bytes * self.sequences / mem_bw_bytes_per_s
+        return replace(self, kernel_s=self.kernel_s + memory_s / p.eta_memory, memory_s=self.memory_s + memory_s)
+
     def gpu_time_s(self, p: StepParams, engine_collective_s: Any) -> Any:
         """GPU-side time of the step (s): kernels, their gaps, all-reduce latencies and network transfers."""
         return (self.kernel_s + p.kernel_gap_s * self.kernels + self.collectives * (p.collective_s + engine_collective_s)
@@ -345,8 +360,9 @@ def time_and_power(w: WorkSums, hw: Any, p: StepParams, overheads: tuple, ops: E
     """Latency (s) and power of all GPUs (W) of steps with work ``w`` on hardware ``hw`` (anything with
     ``num_gpus``, ``tdp_w``, ``idle_w``, ``mem_bw_bytes_per_s``, ``node_nm``, ``peak16_ops_per_s`` and
     ``dram_pj_per_byte``: arrays over steps, or floats with
-    ``ops=FLOATS``), under host ``overheads`` (:func:`overhead_arrays`, or its five values for one step)."""
-    step, per_seq, launch, graphs, coll = overheads
+    ``ops=FLOATS``), under host ``overheads`` (:func:`overhead_arrays`, or its six values for one step)."""
+    step, per_seq, launch, graphs, coll, seq_bytes = overheads
+    w = w.with_sequence_work(seq_bytes, hw.mem_bw_bytes_per_s, p)
     t_gpu = w.gpu_time_s(p, coll)
     t_host = w.kernels * launch * (1.0 - graphs)  # CUDA graphs: no host launches to wait for
     t = ops.maximum(t_gpu, t_host) + step + per_seq * w.sequences
