@@ -562,3 +562,13 @@ def test_a_time_or_duration_column_is_no_count_but_passes_through_as_an_extra(tm
     assert info.value.field == "generated_tokens"
     out = llmco2.predict_frame(pd.DataFrame({**base, "waited": [pd.Timedelta(seconds=3)]}))
     assert str(out["waited"].dtype).startswith("timedelta64") and out["total_j"].iloc[0] > 0
+
+
+# -- every refusal of a request file's content names the flag, the file and the line the same way --
+@pytest.mark.parametrize("row", ["llama3.1-8b,h100,1,100,abc", "llama3.1-8b,h100,1,100", "llama3.1-8b,nogpu,1,100,10"])
+def test_request_file_refusals_share_one_prefix(row: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "r.csv"
+    src.write_text(REQUESTS.splitlines()[0] + "\n" + row + "\n")
+    code, _, err = run_cli(["predict", "--requests", str(src), "--out", str(tmp_path / "o.csv")], capsys)
+    _one_line_error(code, err)
+    assert err.startswith(f"llmco2: error: --requests: {src}, line 2: "), err

@@ -226,7 +226,7 @@ def iter_request_chunks(path: Path, defaults: RowDefaults | None = None, chunk_r
         except InvalidInputError as exc:
             if rejects is None:
                 message = str(exc) if parquet else with_physical_line(path, str(exc))
-                raise InvalidInputError(f"{path}, {message}", field=None) from None
+                raise InvalidInputError(f"{path}, {message}", field="requests") from None
             good = good_rows(header, batch, lines, resolver, check_context, rejects)
             if not len(good):
                 line += batch.num_rows
