@@ -151,14 +151,20 @@ class SageForward:
         a[2 * f].fill(1.0)  # times the bias
         zeros = work[2][-rows:].reshape(1, rows)  # a zero row, for a fast in-place ReLU
         zeros.fill(0.0)
+        lead = next((i for i, srcs in enumerate(sources) if srcs), k)  # leading nodes with no in-neighbour
         out = a[f:2 * f]
         for layer, w in enumerate(self.convs):
             root = a[f:2 * f].reshape(f, k, m)
             agg = a[:f].reshape(f, k, m)
+            hidden = w.shape[0]
+            # the leading nodes' aggregates are zeros, which add nothing to the sums: their product
+            # skips the W_l half when both products take OpenBLAS's large-product path
+            skip = lead * m if 0 < lead < k and hidden * m * min(lead, k - lead) * f >= BIAS_IN_PRODUCT else 0
             for i, srcs in enumerate(sources):  # sum over in-neighbours, then divide: as scatter-mean does
                 target = agg[:, i]
                 if not srcs:
-                    target.fill(0.0)
+                    if i >= lead or not skip:
+                        target.fill(0.0)
                 elif len(srcs) == 1:
                     np.copyto(target, root[:, srcs[0]])
                 else:
@@ -166,14 +172,16 @@ class SageForward:
                     for j in srcs[2:]:
                         target += root[:, j]
                     target /= np.float32(len(srcs))
-            hidden = w.shape[0]
             if layer == len(self.convs) - 1:
                 out = work[2][:hidden * rows].reshape(hidden, rows)
             else:
                 nxt = work[1 - layer % 2][:(2 * hidden + 1) * rows].reshape(2 * hidden + 1, rows)
                 nxt[2 * hidden].fill(1.0)
                 out = nxt[hidden:2 * hidden]
-            if hidden * rows * 2 * f >= BIAS_IN_PRODUCT:
+            if skip:  # both products large: the bias rides in each, last
+                np.matmul(w[:, f:], a[f:, :skip], out=out[:, :skip])
+                np.matmul(w, a[:, skip:], out=out[:, skip:])
+            elif hidden * rows * 2 * f >= BIAS_IN_PRODUCT:
                 np.matmul(w, a, out=out)  # with the bias, last
             else:  # OpenBLAS's path for small products sums in another order: the bias is added after
                 np.matmul(w[:, :-1], a[:-1], out=out)
@@ -182,8 +190,11 @@ class SageForward:
             a, f = (nxt, hidden) if layer < len(self.convs) - 1 else (a, f)
         h = out.reshape(-1, k, m)
         hidden = h.shape[0]
-        out_rows[:, :hidden] = h.mean(axis=1).T
-        out_rows[:, hidden:] = h.max(axis=1).T
+        stats = work[1][:2 * hidden * m].reshape(2 * hidden, m)  # free once the last layer has run
+        np.add.reduce(h, axis=1, out=stats[:hidden])  # summed over the nodes in order, as h.mean(axis=1) does,
+        np.true_divide(stats[:hidden], np.intp(k), out=stats[:hidden], casting="unsafe")  # and divided as it does
+        np.maximum.reduce(h, axis=1, out=stats[hidden:])
+        out_rows[...] = stats.T
 
     def __call__(self, g: GraphArrays, threads: int | None = None) -> NDArray[np.float32]:
         """``[num_graphs, out_dim]`` standardised outputs (``threads``: default
