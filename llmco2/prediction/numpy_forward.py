@@ -99,8 +99,11 @@ class SageForward:
     lin_r(root)``, the bias added last (BLAS accumulates each output in the order of the inner
     dimension, so this rounds as adding the bias afterwards does). Its output goes straight into
     the root half of the next layer's input, and the ReLU runs in place over contiguous memory.
-    Nodes with no in-neighbour (an aggregate of zeros) skip the ``W_l`` half: the zeros add
-    nothing to the sums. Buffers are allocated once per call and reused by every block.
+    The leading nodes of a structure with no in-neighbour (an aggregate of zeros: the DAG's first
+    kernel) skip the ``W_l`` half where both products are large enough for OpenBLAS's large-product
+    path (each output summed in input order, whatever the number of columns): the zeros add nothing
+    to the sums, so the numbers are the same. Buffers are allocated once per call and reused by
+    every block; the pooled mean and max are reductions over the nodes into one of them.
     """
 
     convs: list[NDArray[np.float32]]  # [W_l | W_r | b_l] of each layer, [hidden, 2 F + 1]
