@@ -246,3 +246,15 @@ def test_file_gpus_read_only_when_they_can_change_the_default_pue() -> None:
     assert first_chunk_gpus_suffice(edge, full - 1, plain) and first_chunk_gpus_suffice(dc, full, plain)
     assert first_chunk_gpus_suffice(edge, full, pue)
     assert not first_chunk_gpus_suffice(edge, full, plain)
+
+
+def test_cache_halves_only_splits_into_large_products() -> None:
+    from llmco2.prediction.numpy_forward import BIAS_IN_PRODUCT, CACHE_BLOCK, cache_halves
+
+    block = np.arange(256, dtype=np.int64)
+    halves = cache_halves(block, 14, 43)  # the shipped network: 43 node features, hidden 128
+    assert [len(h) for h in halves] == [128, 128] and np.array_equal(np.concatenate(halves), block)
+    for h in halves:
+        assert 43 * len(h) * 14 * 2 * 43 >= BIAS_IN_PRODUCT
+    assert len(cache_halves(block[:CACHE_BLOCK], 14, 43)) == 1  # small enough already
+    assert len(cache_halves(block, 14, 4)) == 1  # halves too small for the large-product path

@@ -105,6 +105,8 @@ class RequestTable:
         (arch, GPU, kind, TP, EP, GPUs, context fits); the error names the first failing row."""
         max_ctx = np.array([a.max_context for a in self.archs], dtype=np.int64)[self.arch]
         fits = (self.prompt_tokens + self.generated_tokens <= max_ctx) | (not check_context)
+        if self.all_valid(fits):
+            return  # every row passes every check below: nothing to name
         first, _ = distinct_rows(self.arch, self.gpu, self.kind, self.tensor_parallel, self.expert_parallel, self.num_gpus, fits)
         first = np.sort(first)
         for i, (arch, req, gpu) in zip(first.tolist(), self.take(first).items(), strict=True):
@@ -113,6 +115,30 @@ class RequestTable:
             except InvalidInputError as exc:
                 where = f"line {int(line[i])}: " if line is not None else f"row {i}: "
                 raise InvalidInputError(f"{where}{exc}", field=None) from None
+
+    def all_valid(self, fits: NDArray[np.bool_]) -> bool:
+        """Whether every row passes `validate_request` (``fits``: each row's context check), by
+        column arithmetic over the distinct architectures, GPUs and kinds: ``True`` only where each
+        of its checks holds for every row (else the rows are checked one combination at a time,
+        which names the first failing row)."""
+        tp, ep, gpus = self.tensor_parallel, self.expert_parallel, self.num_gpus
+        if not len(self) or not (fits.all() and (tp > 0).all() and (ep > 0).all()):
+            return not len(self)
+
+        def arch_col(name: str) -> IntArray:
+            return np.array([getattr(a, name) for a in self.archs], dtype=np.int64)[self.arch]
+        heads, kv, inter, layers = (arch_col(n) for n in ("num_heads", "num_kv_heads", "intermediate_size", "num_layers"))
+        experts = arch_col("num_experts")
+        moe = np.array([a.is_moe for a in self.archs], dtype=bool)[self.arch]
+        per_node = np.array([max(g.gpus_per_node, 1) for g in self.gpus], dtype=np.int64)[self.gpu]
+        linked = np.array([g.interconnect_bandwidth_gb_s > 0 for g in self.gpus], dtype=bool)[self.gpu]
+        dtype_ok = np.array([[g.supports(k.compute_dtype) for k in self.kinds] for g in self.gpus], dtype=bool)
+        attention_dp = np.where(ep > tp, ep // tp, 1)
+        kv_ok = (kv % tp == 0) | ((kv > 0) & (tp % np.maximum(kv, 1) == 0))
+        experts_ok = (ep == 1) | (moe & (experts % ep == 0) & (ep <= per_node) & linked)
+        ok = (experts_ok & (heads % tp == 0) & kv_ok & (inter % tp == 0) & (gpus // (tp * attention_dp) <= layers)
+              & (tp <= per_node) & ((tp == 1) | linked) & dtype_ok[self.gpu, self.kind])
+        return bool(ok.all())
 
 
 def distinct_rows(*columns: NDArray[Any]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:

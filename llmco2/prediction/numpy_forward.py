@@ -38,6 +38,20 @@ FORWARD_BLOCK = 256
 #: kernel, whose sums round differently with the extra row; above, each output is summed in input
 #: order, so the bias last rounds as adding it afterwards does.
 BIAS_IN_PRODUCT = 2_000_000
+#: A block of more graphs than this is computed in halves (:func:`cache_halves`).
+CACHE_BLOCK = 128
+
+
+def cache_halves(block: NDArray[np.int64], k: int, narrowest: int) -> list[NDArray[np.int64]]:
+    """A block of graphs of ``k`` nodes as its two halves where it holds more than
+    :data:`CACHE_BLOCK` graphs and each half's products are large (:data:`BIAS_IN_PRODUCT`
+    multiply-adds or more for a layer of ``narrowest`` inputs and outputs), else whole. A large
+    product sums each output in input order whatever its number of columns, so the halves give
+    the numbers the whole block gives; their node states fit a core's cache better."""
+    half = (len(block) + 1) // 2
+    if len(block) <= CACHE_BLOCK or narrowest * (len(block) - half) * k * 2 * narrowest < BIAS_IN_PRODUCT:
+        return [block]
+    return [block[:half], block[half:]]
 
 
 def _relu(a: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -99,8 +113,11 @@ class SageForward:
     lin_r(root)``, the bias added last (BLAS accumulates each output in the order of the inner
     dimension, so this rounds as adding the bias afterwards does). Its output goes straight into
     the root half of the next layer's input, and the ReLU runs in place over contiguous memory.
-    Nodes with no in-neighbour (an aggregate of zeros) skip the ``W_l`` half: the zeros add
-    nothing to the sums. Buffers are allocated once per call and reused by every block.
+    The leading nodes of a structure with no in-neighbour (an aggregate of zeros: the DAG's first
+    kernel) skip the ``W_l`` half where both products are large enough for OpenBLAS's large-product
+    path (each output summed in input order, whatever the number of columns): the zeros add nothing
+    to the sums, so the numbers are the same. Buffers are allocated once per call and reused by
+    every block; the pooled mean and max are reductions over the nodes into one of them.
     """
 
     convs: list[NDArray[np.float32]]  # [W_l | W_r | b_l] of each layer, [hidden, 2 F + 1]
@@ -151,14 +168,20 @@ class SageForward:
         a[2 * f].fill(1.0)  # times the bias
         zeros = work[2][-rows:].reshape(1, rows)  # a zero row, for a fast in-place ReLU
         zeros.fill(0.0)
+        lead = next((i for i, srcs in enumerate(sources) if srcs), k)  # leading nodes with no in-neighbour
         out = a[f:2 * f]
         for layer, w in enumerate(self.convs):
             root = a[f:2 * f].reshape(f, k, m)
             agg = a[:f].reshape(f, k, m)
+            hidden = w.shape[0]
+            # the leading nodes' aggregates are zeros, which add nothing to the sums: their product
+            # skips the W_l half when both products take OpenBLAS's large-product path
+            skip = lead * m if 0 < lead < k and hidden * m * min(lead, k - lead) * f >= BIAS_IN_PRODUCT else 0
             for i, srcs in enumerate(sources):  # sum over in-neighbours, then divide: as scatter-mean does
                 target = agg[:, i]
                 if not srcs:
-                    target.fill(0.0)
+                    if i >= lead or not skip:
+                        target.fill(0.0)
                 elif len(srcs) == 1:
                     np.copyto(target, root[:, srcs[0]])
                 else:
@@ -166,14 +189,16 @@ class SageForward:
                     for j in srcs[2:]:
                         target += root[:, j]
                     target /= np.float32(len(srcs))
-            hidden = w.shape[0]
             if layer == len(self.convs) - 1:
                 out = work[2][:hidden * rows].reshape(hidden, rows)
             else:
                 nxt = work[1 - layer % 2][:(2 * hidden + 1) * rows].reshape(2 * hidden + 1, rows)
                 nxt[2 * hidden].fill(1.0)
                 out = nxt[hidden:2 * hidden]
-            if hidden * rows * 2 * f >= BIAS_IN_PRODUCT:
+            if skip:  # both products large: the bias rides in each, last
+                np.matmul(w[:, f:], a[f:, :skip], out=out[:, :skip])
+                np.matmul(w, a[:, skip:], out=out[:, skip:])
+            elif hidden * rows * 2 * f >= BIAS_IN_PRODUCT:
                 np.matmul(w, a, out=out)  # with the bias, last
             else:  # OpenBLAS's path for small products sums in another order: the bias is added after
                 np.matmul(w[:, :-1], a[:-1], out=out)
@@ -182,8 +207,11 @@ class SageForward:
             a, f = (nxt, hidden) if layer < len(self.convs) - 1 else (a, f)
         h = out.reshape(-1, k, m)
         hidden = h.shape[0]
-        out_rows[:, :hidden] = h.mean(axis=1).T
-        out_rows[:, hidden:] = h.max(axis=1).T
+        stats = work[1][:2 * hidden * m].reshape(2 * hidden, m)  # free once the last layer has run
+        np.add.reduce(h, axis=1, out=stats[:hidden])  # summed over the nodes in order, as h.mean(axis=1) does,
+        np.true_divide(stats[:hidden], np.intp(k), out=stats[:hidden], casting="unsafe")  # and divided as it does
+        np.maximum.reduce(h, axis=1, out=stats[hidden:])
+        out_rows[...] = stats.T
 
     def __call__(self, g: GraphArrays, threads: int | None = None) -> NDArray[np.float32]:
         """``[num_graphs, out_dim]`` standardised outputs (``threads``: default
@@ -212,8 +240,9 @@ class SageForward:
         width = self.convs[-1].shape[0] if self.convs else g.x.shape[1]
         pooled = np.empty((g.num_graphs, 2 * width), dtype=np.float32)
         sg = structure_groups(g)
-        units = [(graphs[lo:lo + FORWARD_BLOCK], k, sources) for graphs, k, sources in sg.groups
-                 for lo in range(0, len(graphs), FORWARD_BLOCK)]
+        narrowest = min([g.x.shape[1], *(w.shape[0] for w in self.convs)])  # the fewest inputs and outputs of a layer
+        units = [(part, k, sources) for graphs, k, sources in sg.groups for lo in range(0, len(graphs), FORWARD_BLOCK)
+                 for part in cache_halves(graphs[lo:lo + FORWARD_BLOCK], k, narrowest)]
         if not units:
             return pooled
         units.sort(key=lambda u: -len(u[0]) * u[1])
