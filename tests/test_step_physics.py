@@ -216,12 +216,19 @@ def test_an_engine_all_reduce_cost_adds_per_collective_and_only_with_tensor_para
     assert StepParams.from_dict(raw).engine("vllm").collective_s == 0.0
 
 
-@pytest.mark.parametrize("field", ["collective_s", "serving_worker_s", "sequence_bytes"])
+@pytest.mark.parametrize("field", ["collective_s", "serving_worker_s"])
 def test_online_engine_costs_are_fitted_only_for_engines_that_serving_rows_ran(field: str):
     from llmco2.physics.step_fit import _engine_fields
 
     assert field in _engine_fields(GRAPHS, online=True)
     assert field not in _engine_fields(GRAPHS, online=False)
+
+
+def test_gpu_work_per_sequence_is_fitted_only_for_engines_whose_serving_rows_measured_power():
+    from llmco2.physics.step_fit import _engine_fields
+
+    assert "sequence_bytes" in _engine_fields(GRAPHS, online=True, power=True)
+    assert "sequence_bytes" not in _engine_fields(GRAPHS, online=True, power=False)
 
 
 def test_an_online_server_pays_its_per_worker_step_cost_once_per_extra_gpu_and_offline_runs_do_not():

@@ -42,16 +42,18 @@ class Observation:
     weight: float = 1.0
 
 
-def _engine_fields(oh: EngineOverhead, online: bool) -> tuple[str, ...]:
+def _engine_fields(oh: EngineOverhead, online: bool, power: bool = False) -> tuple[str, ...]:
     """Fitted overheads of an engine: the per-kernel launch cost only where the host launches
-    every kernel (no CUDA graphs; with graphs it never binds), the online front end's cost and the
-    GPU work per sequence only where serving rows ran the engine (``online``: their measured power
-    tells GPU work from host time; isolated runs' energy alone does not)."""
+    every kernel (no CUDA graphs; with graphs it never binds), the online front end's cost only
+    where serving rows ran the engine (``online``), the GPU work per sequence only where serving
+    rows of the engine measured power (``power``: only a measured power tells GPU work from host
+    time; isolated runs' energies and serving rows' J per token did not pin it)."""
     return ("step_s", "sequence_s", *(() if oh.cuda_graphs else ("launch_s",)),
-            *(("serving_sequence_s", "collective_s", "serving_worker_s", "sequence_bytes") if online else ()))
+            *(("serving_sequence_s", "collective_s", "serving_worker_s") if online else ()),
+            *(("sequence_bytes",) if power else ()))
 
 
-def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str], online: Sequence[str],
+def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str], online: Sequence[str], power: Sequence[str],
           bounds: Mapping[str, tuple[float, float]] = BOUNDS) -> tuple[Array, Array, Array]:
     x, lo, hi = [], [], []
     for n in names:
@@ -62,7 +64,7 @@ def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str], online: S
         hi.append(np.log(b) if n in LOG_SCALE else b)
     for e in engines:
         oh = p.engine(e)
-        for f in _engine_fields(oh, e in online):
+        for f in _engine_fields(oh, e in online, e in power):
             a, b = ENGINE_BOUNDS[f]
             x.append(np.log(min(max(getattr(oh, f), a * 1.0001), b * 0.9999)))
             lo.append(np.log(a))
@@ -70,13 +72,14 @@ def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str], online: S
     return np.array(x), np.array(lo), np.array(hi)
 
 
-def _unpack(x: Array, base: StepParams, names: Sequence[str], engines: Sequence[str], online: Sequence[str]) -> StepParams:
+def _unpack(x: Array, base: StepParams, names: Sequence[str], engines: Sequence[str], online: Sequence[str],
+            power: Sequence[str]) -> StepParams:
     kw = {n: float(np.exp(x[i]) if n in LOG_SCALE else x[i]) for i, n in enumerate(names)}
     eng = dict(base.engines)
     j = len(names)
     for e in engines:
         oh = base.engine(e)
-        fields = _engine_fields(oh, e in online)
+        fields = _engine_fields(oh, e in online, e in power)
         values = {f: float(np.exp(x[j + i])) for i, f in enumerate(fields)}
         eng[e] = replace(oh, **values)
         j += len(fields)
@@ -87,19 +90,23 @@ def _unpack(x: Array, base: StepParams, names: Sequence[str], engines: Sequence[
 def fit_step_params(observations: Sequence[Observation], fit_engines: Sequence[str], base: StepParams | None = None,
                     names: Sequence[str] = tuple(BOUNDS), source: str = "",
                     online_engines: Sequence[str] | None = None,
-                    bounds: Mapping[str, tuple[float, float]] | None = None) -> tuple[StepParams, dict[str, float]]:
+                    bounds: Mapping[str, tuple[float, float]] | None = None,
+                    power_engines: Sequence[str] = ()) -> tuple[StepParams, dict[str, float]]:
     """Fitted constants and, per observation group, the median absolute percentage error after the fit.
     ``online_engines``: engines whose online front-end cost is fitted too (those that serving rows
-    ran; default all of ``fit_engines``); ``bounds``: replaces entries of :data:`BOUNDS`."""
+    ran; default all of ``fit_engines``); ``bounds``: replaces entries of :data:`BOUNDS`;
+    ``power_engines``: engines whose GPU work per sequence is fitted too (those that serving rows
+    with a measured power ran; default none)."""
     online = list(fit_engines if online_engines is None else online_engines)
+    power = [e for e in power_engines if e in online]
     base = base or StepParams()
     obs = [o for o in observations if len(o.measured)]
     if not obs:
         raise ValueError("no observations to fit the step physics on")
-    x0, lo, hi = _pack(base, names, fit_engines, online, {**BOUNDS, **(bounds or {})})
+    x0, lo, hi = _pack(base, names, fit_engines, online, power, {**BOUNDS, **(bounds or {})})
 
     def residuals(x: Array) -> Array:
-        p = _unpack(x, base, names, fit_engines, online)
+        p = _unpack(x, base, names, fit_engines, online, power)
         parts = []
         for o in obs:
             pred = np.maximum(o.predict(p), 1e-12)
@@ -110,7 +117,7 @@ def fit_step_params(observations: Sequence[Observation], fit_engines: Sequence[s
         return np.concatenate(parts)
 
     res = least_squares(residuals, x0, bounds=(lo, hi), max_nfev=400)
-    fitted = _unpack(res.x, base, names, fit_engines, online)
+    fitted = _unpack(res.x, base, names, fit_engines, online, power)
     fitted = replace(fitted, source=source or fitted.source)
     report = {o.name: float(np.median(np.abs(o.predict(fitted) / o.measured - 1.0)) * 100) for o in obs}
     log.info("step physics fit: %s", ", ".join(f"{k} {v:.1f}%" for k, v in report.items()))

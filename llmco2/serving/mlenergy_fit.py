@@ -20,7 +20,7 @@ import pandas as pd
 from llmco2.physics.step_fit import fit_step_params
 from llmco2.physics.step_isolated import SPLITWISE_ENGINE, IsolatedRows
 from llmco2.physics.step_physics import StepParams, roofline_tdp_params
-from llmco2.serving.mlenergy import TASK_PROMPT_TOKENS, ServingRows, mix_builds, take_shapes
+from llmco2.serving.mlenergy import TASK_PROMPT_TOKENS, ServingRows, mix_builds, row_engine, take_shapes
 from llmco2.serving.steady import steady_state
 
 log = logging.getLogger(__name__)
@@ -64,8 +64,8 @@ def isolated_mask(sr: ServingRows, iso: IsolatedRows, mask: np.ndarray) -> np.nd
 
 def fit_rows(sr: ServingRows, mask: np.ndarray, source: str, iso: IsolatedRows | None = None) -> StepParams:
     """Constants fitted on the serving rows under ``mask`` (and ``iso``'s rows that
-    :func:`isolated_mask` allows), with the overheads of the engines they ran; the unnamed
-    engine of the Splitwise rows is never kept."""
+    :func:`isolated_mask` allows), with the overheads of the engines they ran (the GPU work per
+    sequence of those whose rows measured power); the unnamed engine of the Splitwise rows is never kept."""
     releases = set(sr.rows["release"][mask])
     engines = online = [e for e, rel in (("vllm", "v3"), ("vllm-v0", "v2")) if rel in releases]
     obs = sr.observations(mask)
@@ -73,7 +73,10 @@ def fit_rows(sr: ServingRows, mask: np.ndarray, source: str, iso: IsolatedRows |
         imask = isolated_mask(sr, iso, mask)
         obs = obs + iso.observations(imask)
         engines = sorted(set(engines) | {iso.decode.engines[i] for i in np.flatnonzero(imask)})
-    fitted = fit_step_params(obs, engines, source=source, online_engines=online)[0]
+    measured = sr.rows[mask]
+    with_power = pd.to_numeric(measured.get("avg_power_w"), errors="coerce").notna().to_numpy()
+    power = sorted({row_engine(r) for _, r in measured[with_power].iterrows()})
+    fitted = fit_step_params(obs, engines, source=source, online_engines=online, power_engines=power)[0]
     return replace(fitted, engines={k: v for k, v in fitted.engines.items() if k != SPLITWISE_ENGINE})
 
 
