@@ -102,3 +102,6 @@ def test_summary_per_group_and_mean(tmp_path: Path) -> None:
     assert lines[2].startswith("| a | 10 | 15.0% (10.0-20.0) | 80.0% (80.0-80.0) |") and lines[2].endswith("| 50.0% |")
     assert lines[3].startswith("| b | 10 | 30.0% |") and lines[3].endswith("| - |")
     assert lines[-1] == "| mean of the held-out devices (devices) | | 22.5% (2) | 80.0% (2) | 50.0% (1) |"
+    lines = summ.per_device(summ.load(tmp_path), apart=("b",)).splitlines()
+    assert lines[-2] == "| mean of the held-out devices but b (devices) | | 15.0% (1) | 80.0% (1) | 50.0% (1) |"
+    assert lines[-1] == "| mean of every held-out device (devices) | | 22.5% (2) | 80.0% (2) | 50.0% (1) |"
