@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from llmco2.data.dataset import energy_data
-from llmco2.data.usable import load_rows
+from llmco2.data.usable import held_out_only_rows, load_rows
 from llmco2.physics.prior_fit import fit_physics
 from llmco2.physics.priors import PhaseInputs, PhysicsPrior, row_values
 from llmco2.training.experiment import register_resolvers
@@ -57,8 +57,9 @@ def main() -> None:
     table = load_rows(cfg["sources"], cfg.get("exclude_flags"), cfg.get("exclude_sources"), 0)
     lines = ["| held out | engine | rows | latency ratio | power ratio | energy ratio | median APE |", "|---|---|---|---|---|---|---|"]
     for device in args.holdout:
-        train = energy_data(table[table["device"] != device].reset_index(drop=True))
-        frame = held_out_ratios(fit_physics(train, train), table[table["device"] == device].reset_index(drop=True))
+        rows, _ = held_out_only_rows(table, cfg.get("test_only"), "device", device)  # test-only files: never fitted on
+        train = energy_data(rows[rows["device"] != device].reset_index(drop=True))
+        frame = held_out_ratios(fit_physics(train, train), rows[rows["device"] == device].reset_index(drop=True))
         groups = [("all", frame), *frame.groupby("engine", sort=True)]
         for engine, g in groups:
             lines.append(f"| {device} | {engine} | {len(g)} | {g['latency_ratio'].median():.2f} | {g['power_ratio'].median():.2f} | "

@@ -1,7 +1,10 @@
 """Tables of the data-centre experiments (leave one device / source / engine out; edge check;
 random-split interval coverage) from their run folders, as Markdown.
 
-    python experiments/summarize_datacentre.py outputs/exp10 [--markdown OUT.md] [--figure OUT.png]
+    python experiments/summarize_datacentre.py outputs/exp10 [--markdown OUT.md] [--figure OUT.png] [--apart GROUP ...]
+
+Below each experiment with held-out groups, a compact table gives one line per group (llmco2's
+median APE and coverage beside every other predictor's median APE) and the mean over the groups.
 
 ``--figure`` draws predicted against measured energy for every held-out device of the
 leave-one-device-out runs (one panel per device, one colour per predictor, the 30% band shaded).
@@ -77,6 +80,44 @@ def table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def per_device(runs: list[dict[str, Any]], apart: tuple[str, ...] = ()) -> str:
+    """One line per held-out device: llmco2's median APE and 10-90% interval coverage (mean over its
+    seeds, range in brackets) beside each other predictor's median APE, then the mean over the
+    devices of each column (a device without a run of a predictor is left out of that mean, and the
+    line says how many devices each mean is over). Groups in ``apart`` (e.g. host-bound rows no fit
+    may learn from) are left out of the first mean; a second line gives the mean over every group."""
+    held = sorted({str(r["holdout"]) for r in runs if r["holdout"]})
+    models = [m for m in MODEL_ORDER if any(r["model"] == m for r in runs)]
+    others = [m for m in models if m != "llmco2"]
+    head = ["held out", "test rows", "llmco2: median APE", "llmco2: coverage 10-90%", *(f"{LABELS.get(m, m)}: median APE" for m in others)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    columns: dict[str, list[float]] = {}
+    every: dict[str, list[float]] = {}
+    for device in held:
+        rs = {m: [r for r in runs if str(r["holdout"]) == device and r["model"] == m] for m in models}
+        n = next((f"{x[0]['test']['n']:,}" for x in rs.values() if x), "-")
+        cells = [device, n]
+        for key, model, metric in [("llmco2", "llmco2", "median_ape"), ("cov", "llmco2", "coverage"),
+                                   *((m, m, "median_ape") for m in others)]:
+            tests = [r["test"] for r in rs.get(model, [])]
+            vals = [(t["coverage"]["coverage"] if t.get("coverage") else None) if metric == "coverage" else t[metric] for t in tests]
+            vals = [v for v in vals if v is not None]
+            cells.append(_cell(vals))
+            if vals:
+                every.setdefault(key, []).append(sum(vals) / len(vals))
+                if device not in apart:
+                    columns.setdefault(key, []).append(sum(vals) / len(vals))
+        lines.append("| " + " | ".join(cells) + " |")
+    keys = ("llmco2", "cov", *others)
+    means = [f"{_pct(sum(v) / len(v))} ({len(v)})" if (v := columns.get(k)) else "-" for k in keys]
+    without = f" but {', '.join(apart)}" if set(apart) & set(held) else ""
+    lines.append(f"| mean of the held-out devices{without} (devices) | | " + " | ".join(means) + " |")
+    if without:
+        means = [f"{_pct(sum(v) / len(v))} ({len(v)})" if (v := every.get(k)) else "-" for k in keys]
+        lines.append("| mean of every held-out device (devices) | | " + " | ".join(means) + " |")
+    return "\n".join(lines)
+
+
 def figure(root: Path, out: Path, experiment: str = "lodo_datacenter") -> Path:
     """Predicted vs measured energy (J, log-log) of each held-out device, per predictor."""
     import csv
@@ -96,7 +137,7 @@ def figure(root: Path, out: Path, experiment: str = "lodo_datacenter") -> Path:
     for ax, device in zip(axes[0], devices, strict=True):
         lo, hi = float("inf"), 0.0
         for model in reversed(MODEL_ORDER):  # llmco2 drawn last, on top
-            folders = sorted((root / experiment).glob(f"{model}-datacentre_lodo-without-{device}*/predictions.csv"))
+            folders = sorted((root / experiment).glob(f"{model}-*-without-{device}-seed*/predictions.csv"))
             if not folders:
                 continue
             folder = folders[0].parent  # one run per predictor (the first seed)
@@ -122,11 +163,15 @@ def main() -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--figure", type=Path, help="write the leave-one-device-out scatter here (PNG)")
+    parser.add_argument("--apart", nargs="*", default=[], help="held-out groups left out of the first mean (e.g. host-bound rows)")
     args = parser.parse_args()
     runs = load(args.root)
     parts = []
     for exp in sorted({r["experiment"] for r in runs}):
-        parts.append(f"### {exp}\n\n" + table([r for r in runs if r["experiment"] == exp]))
+        mine = [r for r in runs if r["experiment"] == exp]
+        parts.append(f"### {exp}\n\n" + table(mine))
+        if any(r["holdout"] for r in mine):
+            parts.append(f"#### {exp}: per held-out group\n\n" + per_device(mine, tuple(args.apart)))
     text = "\n\n".join(parts) + "\n"
     if args.markdown:
         args.markdown.write_text(text)

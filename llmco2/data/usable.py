@@ -77,7 +77,8 @@ def load_rows(sources: list[dict[str, Any]], exclude_flags: list[str] | None = N
               exclude_sources: dict[str, str] | None = None, seed: int = 0) -> pd.DataFrame:
     """Import every ``{format, path}`` source into one canonical table, leaving out (and logging)
     the rows the data config excludes. A source with ``max_rows`` keeps a seeded random sample of
-    that many rows (to keep an experiment's cost modest where a source has tens of thousands)."""
+    that many rows (to keep an experiment's cost modest where a source has tens of thousands); one
+    with ``assume_prompt_tokens`` and ``round_mean_tokens`` is read as in :func:`assume_mean_request`."""
     from llmco2.config_checks import MAX_ROWS, check_value
     from llmco2.data.importers import import_file
 
@@ -93,6 +94,8 @@ def load_rows(sources: list[dict[str, Any]], exclude_flags: list[str] | None = N
         if max_rows is not None and len(table) > max_rows:
             table = table.sample(n=max_rows, random_state=seed).sort_index().reset_index(drop=True)
             log.info("kept a random %d of the rows of %s", max_rows, src["path"])
+        if src.get("assume_prompt_tokens") is not None or src.get("round_mean_tokens"):
+            table = assume_mean_request(table, src.get("assume_prompt_tokens"), bool(src.get("round_mean_tokens")))
         tables.append(table)
     table = concat_tables(tables)
     if exclude_flags or exclude_sources:
@@ -100,6 +103,52 @@ def load_rows(sources: list[dict[str, Any]], exclude_flags: list[str] | None = N
         if left:
             log.info("left out %s", ", ".join(f"{n} rows: {r}" for r, n in left.items()))
     return table
+
+
+def assume_mean_request(table: pd.DataFrame, prompt_tokens: int | None, round_tokens: bool) -> pd.DataFrame:
+    """Rows that are a mean request over many (ML.ENERGY v1's batch-1 means) as one modelled request:
+    a null ``prompt_tokens`` set to ``prompt_tokens`` (an assumption the data config states; the rows
+    keep their ``prompt_tokens_unknown`` flag) and, with ``round_tokens``, a fractional
+    ``generated_tokens`` rounded to the nearest count (at least 1) with energy and latency scaled by the
+    same factor, so that J and seconds per output token are unchanged (as
+    ``experiments/ranking_benchmark.py``'s ``v1_rows`` does)."""
+    table = table.copy()
+    if prompt_tokens is not None:
+        if int(prompt_tokens) < 1:
+            raise InvalidInputError(f"assume_prompt_tokens must be a positive count, not {prompt_tokens!r}",
+                                    field="assume_prompt_tokens")
+        prompt = pd.to_numeric(table["prompt_tokens"], errors="coerce")
+        table["prompt_tokens"] = prompt.fillna(int(prompt_tokens)).astype(table["prompt_tokens"].dtype)
+    if round_tokens:
+        mean = pd.to_numeric(table["generated_tokens"], errors="coerce").to_numpy(float, na_value=np.nan)
+        rounded = np.where(np.isfinite(mean), np.maximum(np.rint(mean), 1.0), np.nan)
+        factor = np.where(np.isfinite(mean) & (mean > 0), rounded / mean, 1.0)
+        table["generated_tokens"] = pd.array(rounded, dtype=table["generated_tokens"].dtype)
+        for name in ("energy_j", "latency_s"):
+            table[name] = pd.array(pd.to_numeric(table[name], errors="coerce").to_numpy(float, na_value=np.nan) * factor,
+                                   dtype=table[name].dtype)
+    return table
+
+
+def held_out_only_rows(table: pd.DataFrame, test_only: dict[str, str] | None, column: str | None = None,
+                   holdout: str | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Leave out the rows of the data config's ``test_only`` files (``source_file`` -> why no fit may
+    learn from them) except those a leave-one-out split tests on (``column`` equal to ``holdout``):
+    they are predicted when their group is held out and are in no other run's training or validation
+    rows. Returns the table and what was left out (reason -> rows)."""
+    if not test_only or "source_file" not in table.columns:
+        return table, {}
+    files = table["source_file"].astype("string")
+    held = (table[column].astype("string") == holdout).fillna(False).to_numpy(bool) if column and holdout is not None \
+        else np.zeros(len(table), dtype=bool)
+    keep = np.ones(len(table), dtype=bool)
+    left: dict[str, int] = {}
+    for name, reason in test_only.items():
+        mask = (files == name).fillna(False).to_numpy(bool) & ~held
+        if mask.any():
+            left[f"{name} (test only: {reason})"] = int(mask.sum())
+        keep &= ~mask
+    return table[keep].reset_index(drop=True), left
 
 
 def family(model_id: str) -> str:

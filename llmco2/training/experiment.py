@@ -25,7 +25,7 @@ import pandas as pd
 from llmco2.data.dataset import EnergyData, energy_data
 from llmco2.data.paths import find_shared_data
 from llmco2.data.splits import Split, co2meter_trace_vs_uniform, leave_one_out, random_split
-from llmco2.data.usable import family, load_rows
+from llmco2.data.usable import family, held_out_only_rows, load_rows
 from llmco2.errors import InvalidInputError
 from llmco2.training.metrics import coverage, grouped_scores, scores
 
@@ -108,6 +108,11 @@ def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
     assert isinstance(data_cfg, dict)
     table = load_rows(data_cfg["sources"], data_cfg.get("exclude_flags"), data_cfg.get("exclude_sources"),
                       int(cfg.get("seed", 0)))
+    loo = cfg.split.kind == "leave_one_out"
+    table, left = held_out_only_rows(table, data_cfg.get("test_only"), cfg.split.column if loo else None,
+                                 str(cfg.split.holdout) if loo else None)
+    if left:
+        log.info("left out %s", ", ".join(f"{n} rows: {r}" for r, n in left.items()))
     split = make_split(table, cfg.split)
     split.save(table, out)
     parts = {p: energy_data(split.frame(table, p)) for p in split.parts}
