@@ -82,3 +82,20 @@ def test_a_leave_one_gpu_out_fit_does_not_see_the_held_out_rows():
     whole = fit_isolated(conform(pd.concat([h100, a100], ignore_index=True)))
     assert whole is not None
     assert fit_isolated_rows(iso, source=whole.source).to_dict() == whole.to_dict()
+
+
+def test_rows_of_two_files_of_one_source_with_the_same_numbers_are_told_apart():
+    """Two files of one source number their rows alike: a row is its source, file, row and phase,
+    so neither file's rows are dropped as the other's duplicates nor judged by the other's flags."""
+    from llmco2.physics.step_isolated import row_key
+
+    a, b = _table(), _table()
+    a["source_file"], b["source_file"] = "one.csv", "two.csv"
+    b["batch_size"] = b["batch_size"] * 2  # other configurations, the same row numbers
+    table = pd.concat([a, b], ignore_index=True)
+    assert row_key(table) == ["source", "source_file", "source_row", "phase"]
+    assert len(table.drop_duplicates(subset=row_key(table))) == len(table)
+    b["flag"] = "power_exceeds_tdp"  # every row of the second file flagged: the first file's rows stay usable
+    iso = isolated_rows(conform(pd.concat([a, b], ignore_index=True)))
+    files = iso.rows["source_file"].astype(str).to_numpy()
+    assert iso.usable_energy[files == "one.csv"].all() and not iso.usable_energy[files == "two.csv"].any()

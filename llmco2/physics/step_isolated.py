@@ -125,7 +125,7 @@ def isolated_rows(table: pd.DataFrame, host_bound: bool = False) -> IsolatedRows
         keep &= ~table["source_file"].isin(list(HOST_BOUND_FILES)).fillna(False).to_numpy(bool)
     table = table[keep].reset_index(drop=True)
     usable, _ = usable_rows(table)
-    usable_ids = set(zip(usable["source"].astype(str), usable["source_row"].astype(str), usable["phase"].astype(str), strict=True))
+    usable_ids = set(zip(*(usable[c].astype(str) for c in row_key(usable)), strict=True))
     data = energy_data(table, require_energy=False)
     rows = data.table.reset_index(drop=True)
     engines = _engine_ids(rows)
@@ -137,10 +137,16 @@ def isolated_rows(table: pd.DataFrame, host_bound: bool = False) -> IsolatedRows
     dec = step_shapes(items, "decode", np.maximum(steps, 1.0))
     pre = replace(pre, engines=engines)
     dec = replace(dec, engines=engines)
-    ok = np.array([(s, r, ph) in usable_ids for s, r, ph in zip(rows["source"].astype(str), rows["source_row"].astype(str), phase, strict=True)])
+    ok = np.array([key in usable_ids for key in zip(*(rows[c].astype(str) for c in row_key(rows)), strict=True)])
     ok &= ~rows["source"].isin(list(LATENCY_ONLY)).to_numpy()
     log.info("isolated rows: %d modelled (%s)", len(rows), data.excluded)
     return IsolatedRows(rows, pre, dec, steps, phase != "decode", ok)
+
+
+def row_key(table: pd.DataFrame) -> list[str]:
+    """The columns that name one measured row of a canonical table: its source, file, row and
+    phase (two files of one source, such as the collected ones, number their rows alike)."""
+    return [c for c in ("source", "source_file", "source_row", "phase") if c in table.columns]
 
 
 #: Bounds of the isolated-run fit that differ from :data:`llmco2.physics.step_fit.BOUNDS`: with no busy
@@ -163,7 +169,7 @@ def fit_isolated(table: pd.DataFrame, source: str = "") -> StepParams | None:
     former bound, the fit without the A100-80GB rows (the only isolated runs with compute-bound
     batches of 128-512) reached it and over-predicted their power by 33% held out
     (``experiments/step_lodo.py``)."""
-    table = table.drop_duplicates(subset=[c for c in ("source", "source_row", "phase") if c in table.columns])
+    table = table.drop_duplicates(subset=row_key(table))
     if not table["source"].isin(SOURCES).any():
         return None
     iso = isolated_rows(table)
