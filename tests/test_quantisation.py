@@ -190,7 +190,14 @@ def test_request_file_column(tmp_path: Path, capsys) -> None:
         outs.append(pd.read_csv(out))
     a, b = outs
     assert np.array_equal(a["total_j"].iloc[:1], b["total_j"].iloc[:1])
-    assert b["decode_j"][1] > b["decode_j"][0] > b["decode_j"][2]
+    # each row is predicted as the single request with that --quantisation
+    for i, method in enumerate(("none", "bnb-nf4", "awq")):
+        code, out, err = run(["predict", "--model", "llama3.2-1b", "--gpu", "a100-pcie-40gb", "--batch-size", "16",
+                              "--prompt-tokens", "128", "--gen-tokens", "128", "--quantisation", method, "--json"], capsys)
+        assert code == 0, err
+        assert b["decode_j"][i] == pytest.approx(json.loads(out)["energy_j"]["decode"], rel=1e-6)
+    assert b["decode_j"][1] > b["decode_j"][0]  # bitsandbytes dequantises then multiplies: dearer than fp16
+    assert len(set(b["decode_j"])) == 3
     bad = tmp_path / "bad.csv"
     bad.write_text("\n".join([head + ",quantisation", rows[0] + ",bnb-nf4", rows[1] + ",int3"]) + "\n")
     code, _, err = run(["predict", "--requests", str(bad), "--out", str(tmp_path / "bad.pred.csv")], capsys)
