@@ -103,6 +103,35 @@ def structure_groups(g: GraphArrays) -> StructureGroups:
     return StructureGroups(starts, groups)
 
 
+def _last_node_major(w: NDArray[np.float32], a: NDArray[np.float32], skip: int, h: NDArray[np.float32], k: int,
+                     out_rows: NDArray[np.float32]) -> None:
+    """The last SAGE layer and the pooling of :meth:`SageForward._pooled` where its products are
+    large, with node-major output: ``h`` (``[k * m, hidden]``) ``= a^T W^T``, so that the pooled
+    sum and max over each graph's ``k`` nodes run over contiguous rows of ``h``, and written
+    straight into ``out_rows`` (``[m, 2 * hidden]``: mean, then max).
+
+    ``a``: the layer input ``[2 F + 1, k * m]`` (columns node-major, last row ones); ``skip``: the
+    leading columns whose aggregate is zeros (their product skips the ``W_l`` half). OpenBLAS
+    computes the transposed product as the same column-major product ``W a`` (NumPy passes the
+    transposes as flags), each output summed in input order, so every node state is the one the
+    feature-major product gives. The sum over the nodes runs in node order, as
+    ``numpy.add.reduce`` over the node axis does."""
+    f = (a.shape[0] - 1) // 2
+    hidden = h.shape[1]
+    if skip:
+        np.matmul(a[f:, :skip].T, w[:, f:].T, out=h[:skip])
+        np.matmul(a[:, skip:].T, w.T, out=h[skip:])
+    else:
+        np.matmul(a.T, w.T, out=h)  # with the bias, last
+    np.maximum(h, np.zeros(hidden, dtype=np.float32), out=h)
+    nodes = h.reshape(k, -1)  # [k, m * hidden]: one flat row per node
+    stats = np.empty((2, nodes.shape[1]), dtype=np.float32)
+    np.add.reduce(nodes, axis=0, out=stats[0])
+    np.true_divide(stats[0], np.intp(k), out=stats[0], casting="unsafe")  # as h.mean(axis=1) divides
+    np.maximum.reduce(nodes, axis=0, out=stats[1])
+    out_rows.reshape(-1, 2, hidden)[...] = stats.reshape(2, -1, hidden).transpose(1, 0, 2)
+
+
 @dataclass
 class SageForward:
     """The LLMCO2Net forward pass from its state-dict arrays (float32, like the trained network).
@@ -190,6 +219,9 @@ class SageForward:
                         target += root[:, j]
                     target /= np.float32(len(srcs))
             if layer == len(self.convs) - 1:
+                if skip or hidden * rows * 2 * f >= BIAS_IN_PRODUCT:  # large products: node-major output
+                    _last_node_major(w, a, skip, work[2][:hidden * rows].reshape(rows, hidden), k, out_rows)
+                    return
                 out = work[2][:hidden * rows].reshape(hidden, rows)
             else:
                 nxt = work[1 - layer % 2][:(2 * hidden + 1) * rows].reshape(2 * hidden + 1, rows)
