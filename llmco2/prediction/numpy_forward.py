@@ -54,6 +54,29 @@ def cache_halves(block: NDArray[np.int64], k: int, narrowest: int) -> list[NDArr
     return [block[:half], block[half:]]
 
 
+@functools.lru_cache(maxsize=256)
+def single_source_runs(sources: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, int, int, int], ...]:
+    """The nodes of a structure with exactly one in-neighbour (``sources[i]``: the nodes with an
+    edge into node ``i``) as runs ``(t0, t1, s0, s1)``: nodes ``t0 .. t1 - 1`` take the states of
+    nodes ``s0 .. s1 - 1`` in order (consecutive sources, ``s1 - s0 == t1 - t0``), or all of node
+    ``s0`` (``s1 == s0 + 1``, a broadcast), so that each run is one copy of node blocks."""
+    runs: list[list[int]] = []
+    for i, srcs in enumerate(sources):
+        if len(srcs) != 1:
+            continue
+        s = srcs[0]
+        if runs and runs[-1][1] == i:
+            t0, t1, s0, s1 = runs[-1]
+            if s1 - s0 == t1 - t0 and s == s1:  # consecutive sources
+                runs[-1][1:4:2] = [i + 1, s + 1]
+                continue
+            if s1 == s0 + 1 and s == s0:  # the same source
+                runs[-1][1] = i + 1
+                continue
+        runs.append([i, i + 1, s, s + 1])
+    return tuple((t0, t1, s0, s1) for t0, t1, s0, s1 in runs)
+
+
 def _relu(a: NDArray[np.float32]) -> NDArray[np.float32]:
     return np.maximum(a, 0.0, out=a)
 
@@ -206,18 +229,17 @@ class SageForward:
             # the leading nodes' aggregates are zeros, which add nothing to the sums: their product
             # skips the W_l half when both products take OpenBLAS's large-product path
             skip = lead * m if 0 < lead < k and hidden * m * min(lead, k - lead) * f >= BIAS_IN_PRODUCT else 0
+            for t0, t1, s0, s1 in single_source_runs(sources):  # one in-neighbour: its state, copied
+                np.copyto(agg[:, t0:t1], root[:, s0:s1])
             for i, srcs in enumerate(sources):  # sum over in-neighbours, then divide: as scatter-mean does
-                target = agg[:, i]
-                if not srcs:
-                    if i >= lead or not skip:
-                        target.fill(0.0)
-                elif len(srcs) == 1:
-                    np.copyto(target, root[:, srcs[0]])
-                else:
+                if len(srcs) > 1:
+                    target = agg[:, i]
                     np.add(root[:, srcs[0]], root[:, srcs[1]], out=target)
                     for j in srcs[2:]:
                         target += root[:, j]
                     target /= np.float32(len(srcs))
+                elif not srcs and (i >= lead or not skip):
+                    agg[:, i].fill(0.0)
             if layer == len(self.convs) - 1:
                 if skip or hidden * rows * 2 * f >= BIAS_IN_PRODUCT:  # large products: node-major output
                     _last_node_major(w, a, skip, work[2][:hidden * rows].reshape(rows, hidden), k, out_rows)
@@ -248,12 +270,12 @@ class SageForward:
     def __call__(self, g: GraphArrays, threads: int | None = None) -> NDArray[np.float32]:
         """``[num_graphs, out_dim]`` standardised outputs (``threads``: default
         :func:`forward_threads`)."""
-        parts: list[NDArray[np.float32]] = []
+        width = 2 * self._width(g) if self.use_graph else 0
+        z = np.empty((g.num_graphs, width + g.u.shape[1]), dtype=np.float32)  # [pooled | globals]
         with _blas_single_thread():  # the same products, so the same rounding, on any machine
             if self.use_graph:
-                parts.append(self.pooled(g, threads))
-            parts.append(g.u.astype(np.float32, copy=False))
-            z = np.concatenate(parts, axis=1)
+                self.pooled(g, threads, out=z[:, :width])
+            z[:, width:] = g.u
             for j, (w, b) in enumerate(self.head):
                 z = z @ w
                 z += b
@@ -261,16 +283,21 @@ class SageForward:
                     z = _relu(z)
         return z
 
-    def pooled(self, g: GraphArrays, threads: int | None = None) -> NDArray[np.float32]:
-        """``[num_graphs, 2 * hidden]`` pooled node states after the SAGE layers.
+    def _width(self, g: GraphArrays) -> int:
+        """Width of a node state after the SAGE layers (the node features without any)."""
+        return int(self.convs[-1].shape[0]) if self.convs else int(g.x.shape[1])
+
+    def pooled(self, g: GraphArrays, threads: int | None = None, out: NDArray[np.float32] | None = None) -> NDArray[np.float32]:
+        """``[num_graphs, 2 * hidden]`` pooled node states after the SAGE layers (written into
+        ``out`` when given, e.g. a view into the head's input).
 
         The graphs are cut into blocks of at most :data:`FORWARD_BLOCK` graphs of one structure,
         largest first, and ``threads`` threads (default :func:`forward_threads`) take blocks from a
         queue; BLAS runs
         one thread per call meanwhile, so every block is computed the same way however many
         threads there are."""
-        width = self.convs[-1].shape[0] if self.convs else g.x.shape[1]
-        pooled = np.empty((g.num_graphs, 2 * width), dtype=np.float32)
+        width = self._width(g)
+        pooled = np.empty((g.num_graphs, 2 * width), dtype=np.float32) if out is None else out
         sg = structure_groups(g)
         narrowest = min([g.x.shape[1], *(w.shape[0] for w in self.convs)])  # the fewest inputs and outputs of a layer
         units = [(part, k, sources) for graphs, k, sources in sg.groups for lo in range(0, len(graphs), FORWARD_BLOCK)
