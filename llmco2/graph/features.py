@@ -102,9 +102,16 @@ def _phase_raw(analysis: LayerAnalysis, phase: str, name: str) -> tuple[list[NDA
 
 def _take_rows(v: Any, rows: NDArray[np.int64], n: int, out: NDArray[Any] | None = None) -> NDArray[Any]:
     """``broadcast_to(v, (n,))[rows]`` (into ``out`` when given) without building the broadcast
-    view when ``v`` is already one value per request or a single value."""
+    view when ``v`` is already one value per request or a single value. ``rows``: increasing
+    request indices (``flatnonzero`` of a mask), so all ``n`` of them are every request in order
+    and a plain copy."""
     a = np.asarray(v)
     if a.shape == (n,):
+        if len(rows) == n and (out is None or out.dtype == a.dtype):
+            if out is None:
+                return a.copy()
+            np.copyto(out, a)
+            return out
         return np.take(a, rows, out=out)
     if a.size != 1:
         return np.take(np.broadcast_to(a, (n,)), rows, out=out)
