@@ -21,6 +21,7 @@ All quantities are per GPU for the whole phase, as in :mod:`llmco2.analytic.kern
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -196,10 +197,49 @@ MIX_BOOLS = frozenset({"chunked", "mla", "attn_gate", "special"})
 def mixed_layer_costs(b: Any, phase: str, plain: dict[str, K.KernelCost], tokens: Array, passes: Array, per_pass: Array,
                       pairs: Array, flash_kv: Array) -> dict[str, K.KernelCost]:
     """The mean-layer costs of every request whose architecture is ``special``; ``plain`` (the
-    dense/GQA layer of :func:`llmco2.analytic.layer.layer_costs`) elsewhere."""
+    dense/GQA layer of :func:`llmco2.analytic.layer.layer_costs`) elsewhere.
+
+    Where only some rows are special, the special layer is computed on those rows alone and
+    written over ``plain`` there: every quantity is element-wise over the rows, so the numbers are
+    those of computing it on every row and picking."""
     special = np.asarray(b.special, dtype=bool)
     if not special.any():
         return plain
+    if special.all():
+        mixed = _special_layer_costs(b, phase, plain, tokens, passes, per_pass, pairs, flash_kv)
+        return {name: pick(special, mixed[name], cost) for name, cost in plain.items()}
+    n, rows = len(special), np.flatnonzero(special)
+    sub = dataclasses.replace(b, **{f.name: _rows(getattr(b, f.name), rows, n) for f in dataclasses.fields(b) if f.init})
+    mixed = _special_layer_costs(sub, phase, {name: _cost_rows(c, rows, n) for name, c in plain.items()},
+                                 *(_rows(v, rows, n) for v in (tokens, passes, per_pass, pairs, flash_kv)))
+    return {name: _written_over(cost, mixed[name], rows, n) for name, cost in plain.items()}
+
+
+def _rows(v: Any, rows: NDArray[np.int64], n: int) -> Any:
+    """``v`` at ``rows`` where it is an array of ``n`` rows; anything else (a scalar) as it is."""
+    return v[rows] if isinstance(v, np.ndarray) and v.ndim and v.shape[0] == n else v
+
+
+def _cost_rows(c: K.KernelCost, rows: NDArray[np.int64], n: int) -> K.KernelCost:
+    """The kernel cost ``c`` (counts and bytes) at ``rows`` (of ``n``)."""
+    return K.KernelCost(**{f: _rows(getattr(c, f), rows, n) for f in c.__dataclass_fields__})
+
+
+def _written_over(plain: K.KernelCost, special: K.KernelCost, rows: NDArray[np.int64], n: int) -> K.KernelCost:
+    """``plain`` (counts and bytes of ``n`` rows) with ``special`` (those of ``rows``) at ``rows``:
+    what :func:`pick` gives with the mask of ``rows``."""
+    out = {}
+    for f in plain.__dataclass_fields__:
+        p, q = np.asarray(getattr(plain, f)), np.asarray(getattr(special, f))
+        merged = np.array(np.broadcast_to(p, (n,)), dtype=np.result_type(p, q))
+        merged[rows] = q
+        out[f] = merged
+    return K.KernelCost(**out)
+
+
+def _special_layer_costs(b: Any, phase: str, plain: dict[str, K.KernelCost], tokens: Array, passes: Array,
+                         per_pass: Array, pairs: Array, flash_kv: Array) -> dict[str, K.KernelCost]:
+    """The mean-layer costs of the rows of ``b`` as special architectures (see :func:`mixed_layer_costs`)."""
     w, a, kvb, tp = b.w_bytes, b.a_bytes, b.kv_bytes, b.tp
     f_win = b.f_win
     f_full = b.f_attn - f_win
@@ -243,4 +283,4 @@ def mixed_layer_costs(b: Any, phase: str, plain: dict[str, K.KernelCost], tokens
     moe = np.asarray(b.experts > 1)
     for name in ("gate_proj", "up_proj", "down_proj", "act_mlp"):
         mixed[name] = pick(moe, blend([(b.f_moe, plain[name]), (f_dense, dense[name])]), dense[name].scaled(b.f_mlp))
-    return {name: pick(special, mixed[name], cost) for name, cost in plain.items()}
+    return mixed

@@ -74,11 +74,9 @@ def model_totals(analysis: LayerAnalysis) -> ModelTotals:
         heads = head_costs(b, phase)
         head_ops = sum((c.ops for c in heads.values()), np.zeros(len(b)))
         head_mem = sum((c.mem_bytes for c in heads.values()), np.zeros(len(b)))
-        head_time = sum(
-            (roofline_point(c.ops, c.mem_bytes, 0.0, b.peak_ops_per_s, b.mem_bw_bytes_per_s, b.net_bw_bytes_per_s, False).time_s
-             for c in heads.values()),
-            np.zeros(len(b)),
-        )
+        head_times = {name: roofline_point(c.ops, c.mem_bytes, 0.0, b.peak_ops_per_s, b.mem_bw_bytes_per_s,
+                                           b.net_bw_bytes_per_s, False).time_s for name, c in heads.items()}
+        head_time = sum(head_times.values(), np.zeros(len(b)))
         totals[phase] = {
             "ops": (analysis.total(phase, "ops") * b.layers + head_ops) * width,
             "mem_bytes": (analysis.total(phase, "mem_bytes") * b.layers + head_mem) * width,
@@ -88,9 +86,7 @@ def model_totals(analysis: LayerAnalysis) -> ModelTotals:
         kernel_time[phase] = {
             n: np.where(analysis.present[n], analysis.roofline[phase][n].time_s, 0.0) * b.layers for n in KERNEL_NAMES
         }
-        for name, cost in heads.items():
-            kernel_time[phase][name] = roofline_point(cost.ops, cost.mem_bytes, 0.0, b.peak_ops_per_s,
-                                                      b.mem_bw_bytes_per_s, b.net_bw_bytes_per_s, False).time_s
+        kernel_time[phase].update(head_times)
     weights = X.weight_bytes_per_gpu(b)
     groups = X.attention_dp(b)  # an attention group holds the cache of its own sequences
     kv = np.where(b.special | (b.kv_heads < b.tp), cache_bytes_per_gpu(b),

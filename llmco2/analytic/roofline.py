@@ -74,7 +74,20 @@ def roofline_point(ops: ArrayLike, mem_bytes: ArrayLike, net_bytes: ArrayLike, p
         t_compute = ops_a / peak
         t_mem = mem / bw
         t_net = np.where(net > 0, net / np.where(nbw > 0, nbw, np.nan), 0.0)
-    times = np.stack(np.broadcast_arrays(t_compute, t_mem, t_net))
-    time = times.max(axis=0)
-    bound = np.where(time > 0, times.argmax(axis=0), 3)
+    t_compute, t_mem, t_net = np.broadcast_arrays(t_compute, t_mem, t_net)
+    time = np.maximum(np.maximum(t_compute, t_mem), t_net)  # as max over the three, NaN first
+    bound = np.where(time > 0, _first_max(t_compute, t_mem, t_net), 3)
     return RooflinePoint(ai, perf, time, bound.astype(np.int64))
+
+
+def _first_max(*values: Array) -> NDArray[np.intp]:
+    """Index of the largest of ``values`` (equal-shape arrays) element by element, the first of
+    equal ones and the first NaN taken as largest: ``numpy.argmax`` over a stack of them, without
+    the stack (an argmax across rows is slow)."""
+    best = values[0]
+    index = np.zeros(best.shape, dtype=np.intp)
+    for i, v in enumerate(values[1:], start=1):
+        later = ~np.less_equal(v, best) & np.equal(best, best)  # larger or NaN, unless a NaN is held already
+        index = index + later * (i - index)  # arithmetic, not a masked write: no branch per element
+        best = np.maximum(best, v)  # the largest so far, NaN kept (the sign of a zero does not matter to <=)
+    return np.asarray(index)

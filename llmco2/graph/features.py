@@ -102,9 +102,16 @@ def _phase_raw(analysis: LayerAnalysis, phase: str, name: str) -> tuple[list[NDA
 
 def _take_rows(v: Any, rows: NDArray[np.int64], n: int, out: NDArray[Any] | None = None) -> NDArray[Any]:
     """``broadcast_to(v, (n,))[rows]`` (into ``out`` when given) without building the broadcast
-    view when ``v`` is already one value per request or a single value."""
+    view when ``v`` is already one value per request or a single value. ``rows``: increasing
+    request indices (``flatnonzero`` of a mask), so all ``n`` of them are every request in order
+    and a plain copy."""
     a = np.asarray(v)
     if a.shape == (n,):
+        if len(rows) == n and (out is None or out.dtype == a.dtype):
+            if out is None:
+                return a.copy()
+            np.copyto(out, a)
+            return out
         return np.take(a, rows, out=out)
     if a.size != 1:
         return np.take(np.broadcast_to(a, (n,)), rows, out=out)
@@ -139,7 +146,10 @@ def _fill_nodes(x: NDArray[np.float32], analysis: LayerAnalysis, present: NDArra
                 _take_rows(v, rows, n, raw[p, j])
             np.equal(_take_rows(bound, rows, n)[:, None], np.arange(3), out=phases[:, p, n_logged:],
                      casting="unsafe")  # compute, memory, network bound
-        phases[:, :, :n_logged] = _log(raw, overwrite=True).transpose(2, 0, 1)  # rounded to float32 once
+        logged = _log(raw, overwrite=True).astype(np.float32)  # rounded to float32 once
+        for p in range(2):
+            for j in range(n_logged):  # a contiguous column into each strided one: faster than one transposing copy
+                phases[:, p, j] = logged[p, j]
         x_rows[offsets[rows] + slot[rows, k]] = block.view(row_type).reshape(-1)
 
 

@@ -21,10 +21,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.analytic.layer import LayerAnalysis
+from llmco2.analytic.table import value_codes
 from llmco2.errors import InvalidInputError
 from llmco2.file_checks import parse_json
 from llmco2.physics.priors import PHASE_NAMES, PhaseInputs, check_step_params
-from llmco2.physics.step_physics import StepParams, shapes_of, step_cost
+from llmco2.physics.step_physics import StepParams, overhead_arrays, shapes_of, step_cost
 
 Array = NDArray[np.float64]
 #: Device group whose rows take the step physics as their prior.
@@ -37,14 +38,23 @@ def step_phase_cost(params: StepParams, analysis: LayerAnalysis, x: PhaseInputs)
     generated token) is 0."""
     n = len(x.steps)
     energy, latency = np.zeros((n, 2)), np.zeros((n, 2))
+    overheads = engine_overheads(x.engines, params)  # the same for both phases
     for j, phase in enumerate(PHASE_NAMES):
         steps = x.steps[:, j]
         assert x.hardware is not None, "PhaseInputs.build gives every request its hardware rows"
         shapes = shapes_of(analysis, phase, np.maximum(steps, 1.0), x.engines, x.hardware)
-        c = step_cost(shapes, params)
+        c = step_cost(shapes, params, overheads)
         latency[:, j] = c.time_s * steps
         energy[:, j] = c.energy_j * steps
     return energy, latency
+
+
+def engine_overheads(engines: list[str], params: StepParams) -> tuple[Array, Array, Array, NDArray[np.bool_], Array, Array]:
+    """:func:`~llmco2.physics.step_physics.overhead_arrays` of an offline run's rows (per-row
+    overheads in s, CUDA graphs, collective latency in s, bytes per sequence), looked up once per
+    distinct engine id of ``engines`` rather than once per row: the same values."""
+    distinct, code = value_codes(engines)
+    return tuple(np.asarray(a)[code] for a in overhead_arrays(distinct, params))  # type: ignore[return-value]
 
 
 def read_step_params(path: str | Path) -> StepParams:
@@ -65,7 +75,19 @@ class StepPrior:
 
     def rows(self, x: PhaseInputs) -> NDArray[np.bool_]:
         """The requests whose prior this is (GPUs of :attr:`group`)."""
-        return np.fromiter((g == self.group for g in x.groups), dtype=bool, count=len(x.groups))
+        groups = x.groups
+        distinct = set(groups)
+        if len(distinct) == 1:  # one device group, as in most files: no per-row comparison
+            return np.full(len(groups), self.group in distinct, dtype=bool)
+        return np.fromiter((g == self.group for g in groups), dtype=bool, count=len(groups))
+
+    def covers(self, x: PhaseInputs) -> bool:
+        """Whether every request of ``x`` (one or more) takes this prior."""
+        return bool(len(x.groups)) and bool(self.rows(x).all())
+
+    def cost(self, analysis: LayerAnalysis, x: PhaseInputs) -> tuple[Array, Array]:
+        """``([n, 2] energy of all GPUs (J), [n, 2] latency (s))`` of every request by the step physics."""
+        return step_phase_cost(self.params, analysis, x)
 
     def apply(self, analysis: LayerAnalysis, x: PhaseInputs, energy: Array, latency: Array) -> tuple[Array, Array]:
         """``energy`` and ``latency`` ``[n, 2]`` with the rows of :meth:`rows` replaced by the step physics."""
@@ -73,6 +95,8 @@ class StepPrior:
         if not mine.any():
             return energy, latency
         e, t = step_phase_cost(self.params, analysis, x)
+        if mine.all():
+            return e, t
         return np.where(mine[:, None], e, energy), np.where(mine[:, None], t, latency)
 
     def state_dict(self) -> dict[str, Any]:

@@ -337,9 +337,12 @@ class OutputHead:
         """``([n, 2] prior energy (J), [n, 2] latency (s), inputs)``; the prior is floored at
         :data:`MIN_PRIOR_J` and is 1 J everywhere when ``use_prior`` is off."""
         x = PhaseInputs.build(items, analysis, totals)
-        prior, latency = self.physics.energy_j(x)
-        if self.step is not None:
-            prior, latency = self.step.apply(analysis, x, prior, latency)
+        if self.step is not None and self.step.covers(x):  # the per-device prior would be replaced everywhere
+            prior, latency = self.step.cost(analysis, x)
+        else:
+            prior, latency = self.physics.energy_j(x)
+            if self.step is not None:
+                prior, latency = self.step.apply(analysis, x, prior, latency)
         prior = np.maximum(prior, MIN_PRIOR_J) if self.use_prior else np.ones_like(prior)
         return prior, latency, x
 

@@ -54,6 +54,29 @@ def cache_halves(block: NDArray[np.int64], k: int, narrowest: int) -> list[NDArr
     return [block[:half], block[half:]]
 
 
+@functools.lru_cache(maxsize=256)
+def single_source_runs(sources: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, int, int, int], ...]:
+    """The nodes of a structure with exactly one in-neighbour (``sources[i]``: the nodes with an
+    edge into node ``i``) as runs ``(t0, t1, s0, s1)``: nodes ``t0 .. t1 - 1`` take the states of
+    nodes ``s0 .. s1 - 1`` in order (consecutive sources, ``s1 - s0 == t1 - t0``), or all of node
+    ``s0`` (``s1 == s0 + 1``, a broadcast), so that each run is one copy of node blocks."""
+    runs: list[list[int]] = []
+    for i, srcs in enumerate(sources):
+        if len(srcs) != 1:
+            continue
+        s = srcs[0]
+        if runs and runs[-1][1] == i:
+            t0, t1, s0, s1 = runs[-1]
+            if s1 - s0 == t1 - t0 and s == s1:  # consecutive sources
+                runs[-1][1:4:2] = [i + 1, s + 1]
+                continue
+            if s1 == s0 + 1 and s == s0:  # the same source
+                runs[-1][1] = i + 1
+                continue
+        runs.append([i, i + 1, s, s + 1])
+    return tuple((t0, t1, s0, s1) for t0, t1, s0, s1 in runs)
+
+
 def _relu(a: NDArray[np.float32]) -> NDArray[np.float32]:
     return np.maximum(a, 0.0, out=a)
 
@@ -101,6 +124,35 @@ def structure_groups(g: GraphArrays) -> StructureGroups:
             sources[d_].append(s_)  # in edge order, the order scatter-add sums in
         groups.append((order[bounds[gid]:bounds[gid + 1]], k, tuple(tuple(x) for x in sources)))
     return StructureGroups(starts, groups)
+
+
+def _last_node_major(w: NDArray[np.float32], a: NDArray[np.float32], skip: int, h: NDArray[np.float32], k: int,
+                     out_rows: NDArray[np.float32]) -> None:
+    """The last SAGE layer and the pooling of :meth:`SageForward._pooled` where its products are
+    large, with node-major output: ``h`` (``[k * m, hidden]``) ``= a^T W^T``, so that the pooled
+    sum and max over each graph's ``k`` nodes run over contiguous rows of ``h``, and written
+    straight into ``out_rows`` (``[m, 2 * hidden]``: mean, then max).
+
+    ``a``: the layer input ``[2 F + 1, k * m]`` (columns node-major, last row ones); ``skip``: the
+    leading columns whose aggregate is zeros (their product skips the ``W_l`` half). OpenBLAS
+    computes the transposed product as the same column-major product ``W a`` (NumPy passes the
+    transposes as flags), each output summed in input order, so every node state is the one the
+    feature-major product gives. The sum over the nodes runs in node order, as
+    ``numpy.add.reduce`` over the node axis does."""
+    f = (a.shape[0] - 1) // 2
+    hidden = h.shape[1]
+    if skip:
+        np.matmul(a[f:, :skip].T, w[:, f:].T, out=h[:skip])
+        np.matmul(a[:, skip:].T, w.T, out=h[skip:])
+    else:
+        np.matmul(a.T, w.T, out=h)  # with the bias, last
+    np.maximum(h, np.zeros(hidden, dtype=np.float32), out=h)
+    nodes = h.reshape(k, -1)  # [k, m * hidden]: one flat row per node
+    stats = np.empty((2, nodes.shape[1]), dtype=np.float32)
+    np.add.reduce(nodes, axis=0, out=stats[0])
+    np.true_divide(stats[0], np.intp(k), out=stats[0], casting="unsafe")  # as h.mean(axis=1) divides
+    np.maximum.reduce(nodes, axis=0, out=stats[1])
+    out_rows.reshape(-1, 2, hidden)[...] = stats.reshape(2, -1, hidden).transpose(1, 0, 2)
 
 
 @dataclass
@@ -177,19 +229,21 @@ class SageForward:
             # the leading nodes' aggregates are zeros, which add nothing to the sums: their product
             # skips the W_l half when both products take OpenBLAS's large-product path
             skip = lead * m if 0 < lead < k and hidden * m * min(lead, k - lead) * f >= BIAS_IN_PRODUCT else 0
+            for t0, t1, s0, s1 in single_source_runs(sources):  # one in-neighbour: its state, copied
+                np.copyto(agg[:, t0:t1], root[:, s0:s1])
             for i, srcs in enumerate(sources):  # sum over in-neighbours, then divide: as scatter-mean does
-                target = agg[:, i]
-                if not srcs:
-                    if i >= lead or not skip:
-                        target.fill(0.0)
-                elif len(srcs) == 1:
-                    np.copyto(target, root[:, srcs[0]])
-                else:
+                if len(srcs) > 1:
+                    target = agg[:, i]
                     np.add(root[:, srcs[0]], root[:, srcs[1]], out=target)
                     for j in srcs[2:]:
                         target += root[:, j]
                     target /= np.float32(len(srcs))
+                elif not srcs and (i >= lead or not skip):
+                    agg[:, i].fill(0.0)
             if layer == len(self.convs) - 1:
+                if skip or hidden * rows * 2 * f >= BIAS_IN_PRODUCT:  # large products: node-major output
+                    _last_node_major(w, a, skip, work[2][:hidden * rows].reshape(rows, hidden), k, out_rows)
+                    return
                 out = work[2][:hidden * rows].reshape(hidden, rows)
             else:
                 nxt = work[1 - layer % 2][:(2 * hidden + 1) * rows].reshape(2 * hidden + 1, rows)
@@ -216,12 +270,12 @@ class SageForward:
     def __call__(self, g: GraphArrays, threads: int | None = None) -> NDArray[np.float32]:
         """``[num_graphs, out_dim]`` standardised outputs (``threads``: default
         :func:`forward_threads`)."""
-        parts: list[NDArray[np.float32]] = []
+        width = 2 * self._width(g) if self.use_graph else 0
+        z = np.empty((g.num_graphs, width + g.u.shape[1]), dtype=np.float32)  # [pooled | globals]
         with _blas_single_thread():  # the same products, so the same rounding, on any machine
             if self.use_graph:
-                parts.append(self.pooled(g, threads))
-            parts.append(g.u.astype(np.float32, copy=False))
-            z = np.concatenate(parts, axis=1)
+                self.pooled(g, threads, out=z[:, :width])
+            z[:, width:] = g.u
             for j, (w, b) in enumerate(self.head):
                 z = z @ w
                 z += b
@@ -229,16 +283,21 @@ class SageForward:
                     z = _relu(z)
         return z
 
-    def pooled(self, g: GraphArrays, threads: int | None = None) -> NDArray[np.float32]:
-        """``[num_graphs, 2 * hidden]`` pooled node states after the SAGE layers.
+    def _width(self, g: GraphArrays) -> int:
+        """Width of a node state after the SAGE layers (the node features without any)."""
+        return int(self.convs[-1].shape[0]) if self.convs else int(g.x.shape[1])
+
+    def pooled(self, g: GraphArrays, threads: int | None = None, out: NDArray[np.float32] | None = None) -> NDArray[np.float32]:
+        """``[num_graphs, 2 * hidden]`` pooled node states after the SAGE layers (written into
+        ``out`` when given, e.g. a view into the head's input).
 
         The graphs are cut into blocks of at most :data:`FORWARD_BLOCK` graphs of one structure,
         largest first, and ``threads`` threads (default :func:`forward_threads`) take blocks from a
         queue; BLAS runs
         one thread per call meanwhile, so every block is computed the same way however many
         threads there are."""
-        width = self.convs[-1].shape[0] if self.convs else g.x.shape[1]
-        pooled = np.empty((g.num_graphs, 2 * width), dtype=np.float32)
+        width = self._width(g)
+        pooled = np.empty((g.num_graphs, 2 * width), dtype=np.float32) if out is None else out
         sg = structure_groups(g)
         narrowest = min([g.x.shape[1], *(w.shape[0] for w in self.convs)])  # the fewest inputs and outputs of a layer
         units = [(part, k, sources) for graphs, k, sources in sg.groups for lo in range(0, len(graphs), FORWARD_BLOCK)
