@@ -39,7 +39,7 @@ def test_unseen_family_is_noted_on_both_paths_and_seen_one_is_not():
 def test_shipped_checkpoint_widens_the_interval_of_an_unseen_family():
     from llmco2.carbon.footprint import predict_footprint
 
-    fp = predict_footprint(_items(["llama3.1-8b", "falcon-7b"]))
+    fp = predict_footprint(_items(["llama3.1-8b", "gpt-j-6b"]))  # GPT-J (parallel attention and MLP, MHA): no training row
     rec = [fp.record(i) for i in range(2)]
     width = [r["energy_j_interval"]["total"][1] / r["energy_j_interval"]["total"][0] for r in rec]
     assert not rec[0]["notes"] and any("unseen architecture family" in n for n in rec[1]["notes"])

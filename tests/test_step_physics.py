@@ -89,6 +89,31 @@ def test_closed_form_steady_state_agrees_with_the_simulator(chunked):
     assert closed.power_w[0] == pytest.approx(sim["average_power_w"], rel=0.1)
 
 
+def test_request_starts_are_a_poisson_count_and_the_median_step_starts_none_while_that_is_likelier_than_not():
+    """r = B / mean output requests start per decode step, a Poisson count: a share 1 - exp(-r) of the
+    steps carries a prefill, the prompts per such step keep the total r, and the median inter-token
+    latency is the decode step's exactly while exp(-r) >= 1/2 (r <= ln 2)."""
+    p = StepParams(engines={"vllm": GRAPHS})
+    case = _case(32, True)
+    for cap in (8, 64, 128, 256, 512):
+        x = steady_shapes([replace_cap(case, cap)])
+        r = float(x.starts[0])
+        s = max(round(r / -np.expm1(-r)), 1)
+        assert x.share[0] * s == pytest.approx(r)  # every started request is prefilled once
+        st = steady_state(x, p)
+        decode = step_cost(x.decode, p, None, online=True).time_s[0]
+        mixed = step_cost(x.prefill, p, None, online=True).time_s[0]
+        assert st.itl_median_s[0] == pytest.approx(decode if r <= np.log(2.0) else mixed)
+    mean_out = float(np.mean(case.outputs))
+    assert 64 / mean_out < np.log(2.0) < 256 / mean_out  # both sides of the median's switch are covered
+
+
+def replace_cap(case: ServerCase, cap: int) -> ServerCase:
+    from dataclasses import replace
+
+    return replace(case, cap=cap)
+
+
 def test_joint_fit_recovers_the_constants_that_generated_the_observations():
     truth = StepParams(eta_compute=0.55, eta_memory=0.75, kernel_gap_s=3e-6, collective_s=20e-6, power_base=0.15,
                        power_compute=0.8, memory_pj_per_byte=200.0, engines={"vllm": EngineOverhead(2e-3, 40e-6, 2e-6, True)})

@@ -180,12 +180,13 @@ def _concat(xs: list[SteadyShapes]) -> SteadyShapes:
                           [e for v in s for e in v.engines],
                           *(np.concatenate([getattr(v, f) for v in s]) for f in ("node_nm", "peak16_ops_per_s", "dram_pj_per_byte")))
     return SteadyShapes(steps("decode"), steps("prefill"), *(np.concatenate([getattr(x, f) for x in xs])
-                                                             for f in ("batch", "share", "chunked", "context")))
+                                                             for f in ("batch", "share", "chunked", "context", "starts")))
 
 
 def take_shapes(x: SteadyShapes, idx: np.ndarray) -> SteadyShapes:
     """The servers ``idx`` of ``x``."""
-    return SteadyShapes(x.decode.take(idx), x.prefill.take(idx), x.batch[idx], x.share[idx], x.chunked[idx], x.context[idx])
+    return SteadyShapes(x.decode.take(idx), x.prefill.take(idx), x.batch[idx], x.share[idx], x.chunked[idx], x.context[idx],
+                        x.starts[idx])
 
 
 def serving_rows(rows: pd.DataFrame, prompt_scale: float = 1.0) -> ServingRows:

@@ -7,11 +7,13 @@ For servers described by :class:`ServerCase` (model, GPUs, engine, batch cap, re
   sequence holds, ``sum(P_i O_i + O_i^2 / 2) / sum(O_i)`` (a sequence holds its prompt and the
   tokens generated so far; long outputs stay longer), which is also the mean decode context;
 * by Little's law ``r = B / mean output`` requests finish, and as many start, per decode step;
-  a share ``phi = min(1, r)`` of the decode steps comes with a prefill of ``s = r / phi`` prompts
-  (``P`` tokens each, the mean prompt);
+  each of the ``B`` running sequences ends at a step with a small chance, so the requests that end
+  at one step are a Poisson count of mean ``r``: a share ``phi = 1 - exp(-r)`` of the decode steps
+  starts at least one request, with a prefill of ``s = r / phi`` prompts on average (``P`` tokens
+  each, the mean prompt);
 * whole prefills (vLLM V0): the prefill is an iteration of its own, so the mean time per output
   token is ``t_decode + phi x t_prefill`` and the median inter-token latency is the decode step's
-  (or the pair's when more than half of the steps wait for a prefill);
+  (or the pair's when more than half of the steps wait for a prefill: ``exp(-r) < 1/2``);
 * chunked prefill (vLLM V1): the prefill rides in a mixed step with the decode sequences (the
   weights stream once): ``(1 - phi) x t_decode + phi x t_mixed``;
 * J per output token = energy of that cycle / B; average power = its energy / its time.
@@ -61,6 +63,7 @@ class SteadyShapes:
     share: Array  # phi: prefills (or mixed steps) per decode step
     chunked: NDArray[np.bool_]
     context: Array
+    starts: Array  # r: requests started (and finished) per decode step
 
 
 def running_batch(case: ServerCase) -> tuple[float, float]:
@@ -73,12 +76,12 @@ def running_batch(case: ServerCase) -> tuple[float, float]:
 
 def steady_shapes(cases: Sequence[ServerCase]) -> SteadyShapes:
     """Step shapes of every case (one analytic pass per step kind for all cases)."""
-    dec_items, pre_items, batch, share, ctx = [], [], [], [], []
+    dec_items, pre_items, batch, share, ctx, starts = [], [], [], [], [], []
     for case in cases:
         b, c = running_batch(case)
         mean_out = max(float(np.mean(case.outputs)), 1.0)
         r = b / mean_out
-        phi = min(1.0, r)
+        phi = -np.expm1(-r)  # steps at which at least one of a Poisson count of mean r requests ends
         s = max(int(round(r / phi)), 1)
         prompt = max(int(round(float(np.mean(case.prompts)))), 1)
         bi = max(int(round(b)), 1)
@@ -88,6 +91,7 @@ def steady_shapes(cases: Sequence[ServerCase]) -> SteadyShapes:
         batch.append(bi)
         share.append(r / s)
         ctx.append(c)
+        starts.append(r)
     decode = step_shapes(dec_items, "decode", float(DECODE_PROBE))
     prefill = step_shapes(pre_items, "prefill")
     chunked = np.array([c.chunked for c in cases], dtype=bool)
@@ -100,7 +104,8 @@ def steady_shapes(cases: Sequence[ServerCase]) -> SteadyShapes:
                           np.where(chunked, mixed.sequences, prefill.sequences), prefill.num_gpus, prefill.tdp_w,
                           prefill.idle_w, prefill.mem_bw_bytes_per_s, prefill.moe, prefill.engines, prefill.node_nm,
                           prefill.peak16_ops_per_s, prefill.dram_pj_per_byte)
-    return SteadyShapes(decode, combined, np.array(batch, float), np.array(share, float), chunked, np.array(ctx, float))
+    return SteadyShapes(decode, combined, np.array(batch, float), np.array(share, float), chunked, np.array(ctx, float),
+                        np.array(starts, float))
 
 
 @dataclass(frozen=True)
@@ -123,5 +128,6 @@ def steady_state(x: SteadyShapes, params: StepParams, overheads: tuple | None = 
     phi = x.share
     t = np.where(x.chunked, (1.0 - phi) * d.time_s + phi * p.time_s, d.time_s + phi * p.time_s)
     e = np.where(x.chunked, (1.0 - phi) * d.energy_j + phi * p.energy_j, d.energy_j + phi * p.energy_j)
-    itl = np.where(phi < 0.5, d.time_s, np.where(x.chunked, p.time_s, d.time_s + p.time_s))
+    # the median step starts no request while exp(-r) >= 1/2, the chance that none ends at a step
+    itl = np.where(x.starts <= np.log(2.0), d.time_s, np.where(x.chunked, p.time_s, d.time_s + p.time_s))
     return SteadyState(e / x.batch, t, itl, e / t, x.batch)
