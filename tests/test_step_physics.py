@@ -93,10 +93,12 @@ def test_request_starts_are_a_poisson_count_and_the_median_step_starts_none_whil
     """r = B / mean output requests start per decode step, a Poisson count: a share 1 - exp(-r) of the
     steps carries a prefill, the prompts per such step keep the total r, and the median inter-token
     latency is the decode step's exactly while exp(-r) >= 1/2 (r <= ln 2)."""
+    from dataclasses import replace
+
     p = StepParams(engines={"vllm": GRAPHS})
     case = _case(32, True)
     for cap in (8, 64, 128, 256, 512):
-        x = steady_shapes([replace_cap(case, cap)])
+        x = steady_shapes([replace(case, cap=cap)])
         r = float(x.starts[0])
         s = max(round(r / -np.expm1(-r)), 1)
         assert x.share[0] * s == pytest.approx(r)  # every started request is prefilled once
@@ -106,12 +108,6 @@ def test_request_starts_are_a_poisson_count_and_the_median_step_starts_none_whil
         assert st.itl_median_s[0] == pytest.approx(decode if r <= np.log(2.0) else mixed)
     mean_out = float(np.mean(case.outputs))
     assert 64 / mean_out < np.log(2.0) < 256 / mean_out  # both sides of the median's switch are covered
-
-
-def replace_cap(case: ServerCase, cap: int) -> ServerCase:
-    from dataclasses import replace
-
-    return replace(case, cap=cap)
 
 
 def test_joint_fit_recovers_the_constants_that_generated_the_observations():

@@ -78,6 +78,7 @@ from llmco2.analytic.experts import all_to_all_rows, rank_batch
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis, LayerBatch, analyze_layers
 from llmco2.analytic.model import head_costs
 from llmco2.analytic.quantised import kernel_launches
+from llmco2.analytic.table import value_codes
 from llmco2.physics.hardware_rows import HardwareRows
 from llmco2.physics.link_rows import A2A_SLOT, collectives_per_layer, wire_bytes
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id
@@ -276,14 +277,17 @@ def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = F
     graphs, its own latency per all-reduce (s) and its GPU work per sequence (bytes); ``online``: an online server's steps (its front
     end's per-sequence cost included, and, given ``num_gpus``, its per-step cost for each GPU worker
     beyond the first)."""
-    table = {e: params.engine(e) for e in set(engines)}
-    rows = [table[e] for e in engines]
-    step = np.array([r.step_s for r in rows])
+    distinct, code = value_codes(engines)  # each engine looked up once, spread to its rows
+    rows = [params.engine(e) for e in distinct]
+
+    def column(value: Callable[[EngineOverhead], Any], dtype: type = np.float64) -> Any:
+        return np.array([value(r) for r in rows], dtype=dtype)[code]
+
+    step = column(lambda r: r.step_s)
     if online and num_gpus is not None:
-        step = step + np.array([r.serving_worker_s for r in rows]) * np.maximum(np.asarray(num_gpus, dtype=np.float64) - 1.0, 0.0)
-    return (step, np.array([r.sequence_s + (r.serving_sequence_s if online else 0.0) for r in rows]),
-            np.array([r.launch_s for r in rows]), np.array([r.cuda_graphs for r in rows], dtype=bool),
-            np.array([r.collective_s for r in rows]), np.array([r.sequence_bytes for r in rows]))
+        step = step + column(lambda r: r.serving_worker_s) * np.maximum(np.asarray(num_gpus, dtype=np.float64) - 1.0, 0.0)
+    return (step, column(lambda r: r.sequence_s + (r.serving_sequence_s if online else 0.0)), column(lambda r: r.launch_s),
+            column(lambda r: r.cuda_graphs, bool), column(lambda r: r.collective_s), column(lambda r: r.sequence_bytes))
 
 
 @dataclass(frozen=True)

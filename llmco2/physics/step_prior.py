@@ -21,7 +21,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmco2.analytic.layer import LayerAnalysis
-from llmco2.analytic.table import value_codes
 from llmco2.errors import InvalidInputError
 from llmco2.file_checks import parse_json
 from llmco2.physics.priors import PHASE_NAMES, PhaseInputs, check_step_params
@@ -38,7 +37,7 @@ def step_phase_cost(params: StepParams, analysis: LayerAnalysis, x: PhaseInputs)
     generated token) is 0."""
     n = len(x.steps)
     energy, latency = np.zeros((n, 2)), np.zeros((n, 2))
-    overheads = engine_overheads(x.engines, params)  # the same for both phases
+    overheads = overhead_arrays(x.engines, params)  # the same for both phases
     for j, phase in enumerate(PHASE_NAMES):
         steps = x.steps[:, j]
         assert x.hardware is not None, "PhaseInputs.build gives every request its hardware rows"
@@ -47,14 +46,6 @@ def step_phase_cost(params: StepParams, analysis: LayerAnalysis, x: PhaseInputs)
         latency[:, j] = c.time_s * steps
         energy[:, j] = c.energy_j * steps
     return energy, latency
-
-
-def engine_overheads(engines: list[str], params: StepParams) -> tuple[Array, Array, Array, NDArray[np.bool_], Array, Array]:
-    """:func:`~llmco2.physics.step_physics.overhead_arrays` of an offline run's rows (per-row
-    overheads in s, CUDA graphs, collective latency in s, bytes per sequence), looked up once per
-    distinct engine id of ``engines`` rather than once per row: the same values."""
-    distinct, code = value_codes(engines)
-    return tuple(np.asarray(a)[code] for a in overhead_arrays(distinct, params))  # type: ignore[return-value]
 
 
 def read_step_params(path: str | Path) -> StepParams:

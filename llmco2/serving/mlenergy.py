@@ -32,7 +32,7 @@ from llmco2.errors import InvalidInputError
 from llmco2.physics.step_fit import Observation
 from llmco2.physics.step_physics import StepParams, StepShapes, overhead_arrays
 from llmco2.serving.costs import memory_budget
-from llmco2.serving.steady import ServerCase, SteadyShapes, steady_shapes, steady_state
+from llmco2.serving.steady import PER_SERVER_FIELDS, ServerCase, SteadyShapes, steady_shapes, steady_state
 from llmco2.serving.workload import trace_lengths
 
 BITS_DTYPE = {16: "bf16", 8: "fp8", 4: "fp4"}
@@ -180,13 +180,12 @@ def _concat(xs: list[SteadyShapes]) -> SteadyShapes:
                           [e for v in s for e in v.engines],
                           *(np.concatenate([getattr(v, f) for v in s]) for f in ("node_nm", "peak16_ops_per_s", "dram_pj_per_byte")))
     return SteadyShapes(steps("decode"), steps("prefill"), *(np.concatenate([getattr(x, f) for x in xs])
-                                                             for f in ("batch", "share", "chunked", "context", "starts")))
+                                                             for f in PER_SERVER_FIELDS))
 
 
 def take_shapes(x: SteadyShapes, idx: np.ndarray) -> SteadyShapes:
     """The servers ``idx`` of ``x``."""
-    return SteadyShapes(x.decode.take(idx), x.prefill.take(idx), x.batch[idx], x.share[idx], x.chunked[idx], x.context[idx],
-                        x.starts[idx])
+    return SteadyShapes(x.decode.take(idx), x.prefill.take(idx), *(getattr(x, f)[idx] for f in PER_SERVER_FIELDS))
 
 
 def serving_rows(rows: pd.DataFrame, prompt_scale: float = 1.0) -> ServingRows:

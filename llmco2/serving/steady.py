@@ -66,6 +66,10 @@ class SteadyShapes:
     starts: Array  # r: requests started (and finished) per decode step
 
 
+#: The fields of :class:`SteadyShapes` that hold one value per server (after its two step shapes).
+PER_SERVER_FIELDS = ("batch", "share", "chunked", "context", "starts")
+
+
 def running_batch(case: ServerCase) -> tuple[float, float]:
     """``(B, c)``: steady running batch and the time-averaged KV tokens per running sequence."""
     p, o = case.prompts.astype(np.float64), case.outputs.astype(np.float64)
