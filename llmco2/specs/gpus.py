@@ -258,13 +258,13 @@ SLOT_POWER_W = 75.0
 #:
 #: - hbm (data-centre HBM accelerators, SXM/OAM/superchip and PCIe): v100-sxm2-32gb 53, a100-80gb 73.9,
 #:   a100-pcie-80gb 80, h100-pcie 80, gaudi2 88, h100-sxm 120, h200 122, mi300x 128, b200 233.6 -> 88
-#: - slot-powered (PCIe cards at or below 75 W): t4 37 -> 37
+#: - slot-powered (PCIe cards at or below 75 W): l4 28, t4 37 -> 32.5
 #: - gddr-pcie (data-centre / workstation GDDR PCIe cards above 75 W): l40s 105.85, a40 110 -> 107.925
 #: - consumer (GeForce): rtx-5090 22, rtx-3090 25.5 -> 23.75
 #: - edge (SoCs and modules): rk3588-npu 4.5 -> 4.5
 STATIC_POWER_FALLBACK_W: dict[str, float] = {
     HBM: 88.0,
-    SLOT_POWERED: 37.0,
+    SLOT_POWERED: 32.5,
     GDDR_PCIE: 107.925,
     CONSUMER: 23.75,
     EDGE: 4.5,
