@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
@@ -16,8 +17,9 @@ from hydra import compose, initialize_config_dir
 from llmco2.data.dataset import energy_data
 from llmco2.data.usable import assume_mean_request, held_out_only_rows, load_rows
 from llmco2.errors import InvalidInputError
+from llmco2.specs import get_gpu
 from llmco2.training.experiment import CONF_DIR
-from tests.test_importer_collected import FASTCHAT, V1_NOTE, row, write
+from tests.test_importer_collected import ECE_NOTE, FASTCHAT, V1_NOTE, VLLM, row, write
 
 ROOT = Path(__file__).resolve().parents[1]
 EIGHT = {"a100-40gb", "a100-80gb", "a40", "gaudi2", "h100-sxm", "a100-pcie-80gb", "v100s-pcie-32gb", "a100-pcie-40gb"}
@@ -39,6 +41,19 @@ def test_mean_request_gets_the_assumed_prompt_and_a_whole_response(tmp_path: Pat
     assert float(t["latency_s"].iloc[0]) == pytest.approx(10.0 * 250 / 250.4)
     assert "prompt_tokens_unknown" in str(t["flag"].iloc[0])  # the assumption stays visible
     assert len(energy_data(t).energy_j) == 1
+
+
+def test_a_runs_enforced_power_limit_caps_its_gpu(tmp_path: Path) -> None:
+    """A row measured under an enforced limit (``power_limit_w``) is costed on its GPU with that limit; a row
+    without one keeps the catalog's."""
+    ece = {"source_repo": "nhathuy25/energy-code-eval", "engine": VLLM, "notes": ECE_NOTE, "batch_size": 64,
+           "prompt_tokens": 100, "generated_tokens": 128, "energy_j": 2900.0, "latency_s": 10.0, "avg_power_w": 290.0}
+    path = write(tmp_path, [row(gpu="A100-SXM4-80GB", **ece), row(gpu="A40", **ece)], "energy_code_eval.csv")
+    data = energy_data(load_rows([{"format": "collected", "path": str(path)}]))
+    gpus = {item[2].id: item[2] for item in data.items}
+    assert gpus["a100-80gb"].tdp_w == 300.0 and gpus["a40"].tdp_w == 300.0
+    assert list(data.table["power_limit_w"].isna()) == [False, True]
+    assert get_gpu("a100-80gb").tdp_w == 400.0  # the catalog is untouched
 
 
 def test_assumed_prompt_fills_only_missing_values_and_must_be_positive() -> None:
@@ -105,3 +120,27 @@ def test_summary_per_group_and_mean(tmp_path: Path) -> None:
     lines = summ.per_device(summ.load(tmp_path), apart=("b",)).splitlines()
     assert lines[-2] == "| mean of the held-out devices but b (devices) | | 15.0% (1) | 80.0% (1) | 50.0% (1) |"
     assert lines[-1] == "| mean of every held-out device (devices) | | 22.5% (2) | 80.0% (2) | 50.0% (1) |"
+
+
+def test_coverage_calibrated_on_the_other_held_out_devices(tmp_path: Path) -> None:
+    """Device a's interval takes its out-of-domain ends from b's and c's residuals (not its own): with b and c
+    off by up to +-20% and a by +-10% or +-50%, a's rows inside the calibrated interval are exactly the +-10% ones."""
+    sys.path.insert(0, str(ROOT / "experiments"))
+    try:
+        import summarize_datacentre as summ
+    finally:
+        sys.path.pop(0)
+    exp = tmp_path / "lodo_datacenter"
+    spread = {"a": [0.9, 1.1, 0.5, 1.5], "b": list(np.linspace(0.8, 1.2, 40)), "c": list(np.linspace(0.8, 1.2, 40))}
+    for device, ratios in spread.items():
+        run = exp / f"llmco2-d-without-{device}-seed0"
+        run.mkdir(parents=True)
+        pred = np.full(len(ratios), 100.0)
+        # the run's own interval: an in-domain +-2% widened x UNCALIBRATED_WIDENING (what an uncalibrated run writes)
+        w = summ.UNCALIBRATED_WIDENING * np.log(1.02)
+        pd.DataFrame({"device": device, "phase": "total", "energy_j": pred * np.array(ratios), "predicted_j": pred,
+                      "low_j": pred * np.exp(-w), "high_j": pred * np.exp(w)}).to_csv(run / "predictions.csv", index=False)
+    lines = summ.calibrated_coverage(tmp_path, "lodo_datacenter").splitlines()
+    assert lines[2] == "| a | 50.0% |"
+    assert lines[-1] == "| mean of the held-out devices (within 10 points of 80%) | 76.7% (2 of 3) |"  # b, c: 90%
+    assert summ.calibrated_coverage(tmp_path / "none", "lodo_datacenter") == ""

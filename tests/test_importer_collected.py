@@ -339,6 +339,12 @@ def test_energy_code_eval_real(shared_data: Path) -> None:
     assert set(t["weight_bits"]) == {4, 16} and (t["level"] == "batch").all() and (t["measurement"] == "nvml_energy").all()
     near_idle = t[t["flag"].str.contains(col.NEAR_IDLE).fillna(False)]
     assert (near_idle["model"] == "deepseek-coder-v2-lite").all()
+    # the A100 runs were held at 300 W: the evidence of ENFORCED_LIMITS_W (every run's mean power at most 299.1 W,
+    # hundreds of them piled up within 10 W below the limit), and only those rows carry it
+    a100 = t["device"] == "a100-80gb"
+    assert (t.loc[a100, "power_limit_w"] == 300.0).all() and t.loc[~a100, "power_limit_w"].isna().all()
+    power = t["energy_j"] / t["latency_s"]
+    assert power[a100].max() < 300.0 and ((power[a100] > 290.0).sum() > 300)
 
 
 def test_hb_thesis_real(shared_data: Path) -> None:

@@ -9,7 +9,7 @@ steady-state server averages without prompt lengths) are excluded and counted by
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -113,6 +113,9 @@ def _row_item(row: pd.Series, models: dict, gpus: dict) -> tuple[ModelArch, Requ
             base = base.with_overrides(**changes)
         except InvalidInputError as exc:
             return f"invalid architecture ({exc})"
+    limit = pd.to_numeric(row.get("power_limit_w"), errors="coerce")
+    if pd.notna(limit) and 0 < float(limit) != gpu.tdp_w:  # the run's enforced limit caps its power
+        gpu = replace(gpu, tdp_w=float(limit))
     bits = _int(row.get("weight_bits")) or 16
     kv_bits = _int(row.get("kv_bits"))
     n = _int(row.get("num_devices")) or 1

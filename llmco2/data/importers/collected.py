@@ -44,6 +44,10 @@ new file of the same layout gets the same treatment:
   (it does on every row of the three files); a row that does not, or with a number that is not
   one, raises with file and line.
 
+* **Enforced power limit.** Where a source's runs were held below the catalog part's limit
+  (:data:`ENFORCED_LIMITS_W`, keyed by repository and GPU name, with the evidence), ``power_limit_w``
+  carries the limit; the physics caps the rows' power there.
+
 Catalog mappings (the evidence is at each table): GPUs :data:`DEVICES`, engines
 :func:`engine_for`, precision :func:`precision_for`, models :data:`MODELS` (fine-tunes with the
 published architecture of a catalog model) and otherwise the catalog's own name resolution.
@@ -129,6 +133,20 @@ DEVICES: dict[str, tuple[str, ...]] = {
     # same board power and memory, 900 GB/s, lower clocks, only as a stand-in flagged device_proxy). Not v100 (the SXM2 16GB part: the 13B fp16
     # models of these rows need 26 GB).
     "V100-32GB (variant unstated)": ("v100s-pcie-32gb", "v100-pcie-32gb"),
+}
+
+#: (source repository, source GPU name) -> the power limit (W per GPU) its runs were held to, where the
+#: runs' own readings show one below the catalog part's limit; written to ``power_limit_w`` (the physics
+#: caps power there instead of at the catalog's ``tdp_w``).
+ENFORCED_LIMITS_W: dict[tuple[str, str], float] = {
+    # energy_code_eval's A100 runs are held at 300 W, not at the SXM4's 400 W: the mean power of
+    # every one of the 1,437 rows (energy_j / latency_s of a run) is at most 299.1 W, and 349 of them
+    # lie within 290-300 W with none above (a wall, where an uncapped 400 W part running CodeLlama-34B
+    # in bf16 at 512 sequences would pass it); the runs' 0.1 s NVML samples (results/*/power/*.csv
+    # @476280cc) hold a median of 297-302 W through the heavy runs, with excursions to 330-450 W of
+    # the kind a power-capped board shows between limiter updates. Whether the board is an SXM4 with
+    # its limit lowered or the 300 W A100 80GB PCIe, the limit its energy is capped at is 300 W.
+    ("nhathuy25/energy-code-eval", "A100-SXM4-80GB"): 300.0,
 }
 
 # -- models -----------------------------------------------------------------------------------------
@@ -359,5 +377,6 @@ def import_collected(path: Path) -> ImportResult:
         "energy_j": energy,
         "latency_s": latency,
         "measurement": measurement,
+        "power_limit_w": [ENFORCED_LIMITS_W.get((r, g), np.nan) for r, g in zip(text(src, "source_repo"), gpu_names, strict=True)],
     })
     return finish(raw, rows, FORMAT, path, n)
