@@ -99,3 +99,20 @@ def test_rows_of_two_files_of_one_source_with_the_same_numbers_are_told_apart():
     iso = isolated_rows(conform(pd.concat([a, b], ignore_index=True)))
     files = iso.rows["source_file"].astype(str).to_numpy()
     assert iso.usable_energy[files == "one.csv"].all() and not iso.usable_energy[files == "two.csv"].any()
+
+
+def test_a_batch_whose_kv_cache_does_not_fit_runs_in_waves_of_the_sequences_that_do():
+    """Llama-2-7B (512 KiB of KV per token) with 1,024 + 1,024 tokens: about 1.07 GB per sequence; an A100-40GB keeps
+    (0.9 x 40 GB - 13.5 GB of weights) / 1.07 GB = 20 of them. Batch 64 under vLLM runs as 64 / 20 = 3.2 waves of 20, and
+    costs 3.2 times a batch of 20; under HF generate (a static batch) nothing changes; an H100 fits all of batch 16."""
+    rows = []
+    for i, (device, engine, batch) in enumerate([("a100-40gb", "vllm-v0", 64), ("a100-40gb", "vllm-v0", 20),
+                                                  ("a100-40gb", "hf", 64), ("h100-sxm", "vllm-v0", 16)]):
+        rows.append({"source": "argonne", "source_row": str(i), "device": device, "num_devices": 1, "tensor_parallel": 1,
+                     "engine": engine, "model": "llama2-7b", "batch_size": batch, "prompt_tokens": 1024,
+                     "generated_tokens": 1024, "phase": "total", "level": "request", "energy_j": 1.0, "latency_s": 1.0})
+    iso = isolated_rows(conform(pd.DataFrame(rows)))
+    np.testing.assert_allclose(iso.waves, [3.2, 1.0, 1.0, 1.0])
+    lat, energy = iso.cost(TRUTH)
+    assert lat[0] == pytest.approx(3.2 * lat[1]) and energy[0] == pytest.approx(3.2 * energy[1])
+    assert lat[2] < lat[0]  # the static batch of 64 is costed as if it all ran at once

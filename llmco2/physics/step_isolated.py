@@ -21,6 +21,13 @@ rows whose energy is usable, :func:`llmco2.data.usable.usable_rows`):
   (:data:`UNMODELLED_QUANTISATION`) and host-bound runs left out (:data:`HOST_BOUND_FILES`: the
   thesis rows on four A100-PCIe-40GB).
 
+A batch whose KV cache does not fit beside the weights cannot run at once under a continuous-batching
+engine: it keeps the sequences that fit resident and the others wait (vLLM, TensorRT-LLM and DeepSpeed
+page their caches; a static-batching engine would have run out of memory instead). Such a row is
+costed as the waves of resident sequences it takes (:func:`resident_sequences`): Argonne's Llama-2-7B
+at batch 64 with 1,024 + 1,024 tokens holds 20 sequences on an A100-40GB, and energy_code_eval's
+CodeLlama-34B in bf16 with 512 generated tokens 35 on an A100-80GB, whatever its cap.
+
 Engine versions come from the importers (Argonne's vLLM rows are ``vllm-v0``, its Gaudi2 DeepSpeed
 rows ``optimum-habana``: :mod:`llmco2.data.importers.argonne`). Splitwise does not name its engine: its rows run as the catalog's ``unknown`` engine,
 whose overheads the fit may set from them but which are never shipped (an unknown engine keeps its
@@ -35,10 +42,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from llmco2.data.dataset import energy_data
+from llmco2.data.dataset import EnergyData, energy_data
 from llmco2.data.usable import usable_rows
 from llmco2.physics.step_fit import Observation
 from llmco2.physics.step_physics import StepParams, StepShapes, overhead_arrays, step_cost, step_shapes
+from llmco2.specs import get_engine
+from llmco2.specs.engines import GPU_MEMORY_UTILIZATION
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +72,9 @@ SPLITWISE_ENGINE = "unknown"
 @dataclass(frozen=True)
 class IsolatedRows:
     """Modelled isolated rows: the canonical rows kept, their prefill and decode step shapes and
-    the number of decode steps of each (0 where the row is a prefill)."""
+    the number of decode steps of each (0 where the row is a prefill). A batch larger than its
+    KV cache holds runs as ``waves`` batches of the sequences that fit, one after the other (its
+    shapes are those of one such batch)."""
 
     rows: pd.DataFrame
     prefill: StepShapes
@@ -71,6 +82,7 @@ class IsolatedRows:
     decode_steps: np.ndarray
     has_prefill: np.ndarray
     usable_energy: np.ndarray
+    waves: np.ndarray  # B / resident sequences (:func:`resident_sequences`): 1 where the whole batch runs at once
 
     def cost(self, p: StepParams) -> tuple[np.ndarray, np.ndarray]:
         """(latency s, energy J) of every row under ``p``."""
@@ -78,7 +90,7 @@ class IsolatedRows:
         dec = step_cost(self.decode, p, overhead_arrays(self.decode.engines, p))
         lat = np.where(self.has_prefill, pre.time_s, 0.0) + self.decode_steps * dec.time_s
         energy = np.where(self.has_prefill, pre.energy_j, 0.0) + self.decode_steps * dec.energy_j
-        return lat, energy
+        return lat * self.waves, energy * self.waves
 
     def observations(self, mask: np.ndarray | None = None) -> list[Observation]:
         """Latency and power observation groups per source of the rows under ``mask``."""
@@ -130,8 +142,12 @@ def isolated_rows(table: pd.DataFrame, host_bound: bool = False) -> IsolatedRows
     rows = data.table.reset_index(drop=True)
     engines = _engine_ids(rows)
     items = [data.items[c] for c in data.config]
-    gen = np.array([it[1].generated_tokens for it in items], dtype=float)
     phase = rows["phase"].astype(str).to_numpy()
+    concurrency = resident_sequences(data, engines, phase)
+    waves = np.array([it[1].batch_size for it in items], dtype=float) / concurrency
+    items = [(a, r.replace(batch_size=int(c)), g) if c < r.batch_size else (a, r, g)
+             for (a, r, g), c in zip(items, concurrency, strict=True)]
+    gen = np.array([it[1].generated_tokens for it in items], dtype=float)
     steps = np.where(phase == "prefill", 0.0, np.maximum(gen - 1.0, 0.0))
     pre = step_shapes(items, "prefill")
     dec = step_shapes(items, "decode", np.maximum(steps, 1.0))
@@ -139,8 +155,25 @@ def isolated_rows(table: pd.DataFrame, host_bound: bool = False) -> IsolatedRows
     dec = replace(dec, engines=engines)
     ok = np.array([key in usable_ids for key in zip(*(rows[c].astype(str) for c in row_key(rows)), strict=True)])
     ok &= ~rows["source"].isin(list(LATENCY_ONLY)).to_numpy()
-    log.info("isolated rows: %d modelled (%s)", len(rows), data.excluded)
-    return IsolatedRows(rows, pre, dec, steps, phase != "decode", ok)
+    log.info("isolated rows: %d modelled (%s); %d run in waves their KV cache allows", len(rows), data.excluded,
+             int((waves > 1).sum()))
+    return IsolatedRows(rows, pre, dec, steps, phase != "decode", ok, waves)
+
+
+def resident_sequences(data: EnergyData, engines: list[str], phase: np.ndarray) -> np.ndarray:
+    """Per row, the sequences that run at once: a continuous-batching engine with a paged KV cache
+    (``continuous_batching`` in the engine catalog) keeps as many of a batch's ``B`` sequences
+    resident as the cache holds at their full length ``P + G`` beside the weights
+    (:data:`llmco2.specs.engines.GPU_MEMORY_UTILIZATION` of the GPU's memory), the rest waiting for
+    them; all ``B`` where they fit, and in a prefill row or under an engine that batches statically."""
+    _, totals = data.analysis()
+    items = [data.items[c] for c in data.config]
+    batch = np.array([r.batch_size for _, r, _ in items], dtype=float)
+    per_sequence = totals.kv_cache_bytes_per_gpu[data.config] / batch  # bytes at the full length, per GPU
+    room = np.array([g.memory_bytes for _, _, g in items]) * GPU_MEMORY_UTILIZATION - totals.weight_bytes_per_gpu[data.config]
+    paged = np.array([get_engine(e).continuous_batching for e in engines], dtype=bool) & (phase != "prefill")
+    fit = np.floor(np.maximum(room, 0.0) / np.maximum(per_sequence, 1e-9))
+    return np.where(paged, np.clip(fit, 1.0, batch), batch)
 
 
 def row_key(table: pd.DataFrame) -> list[str]:

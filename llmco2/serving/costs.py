@@ -37,6 +37,7 @@ from llmco2.errors import InvalidInputError
 from llmco2.serving.grid_rows import PowerRow, power_row
 from llmco2.serving.merged_steps import MergedStepCost
 from llmco2.specs import GPU, ModelArch, Request
+from llmco2.specs.engines import GPU_MEMORY_UTILIZATION
 from llmco2.specs.gpus import static_power_w
 from llmco2.specs.limits import finite_number, longest_prompt
 
@@ -46,9 +47,6 @@ Array = NDArray[np.float64]
 BATCH_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 CONTEXT_GRID = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 DECODE_PROBE = 8
-# Share of GPU memory the engine may use (vLLM's default ``gpu_memory_utilization``, 0.9);
-# the rest holds the CUDA context, activations and graphs.
-GPU_MEMORY_UTILIZATION = 0.9
 
 
 @runtime_checkable

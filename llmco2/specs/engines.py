@@ -19,6 +19,9 @@ from llmco2.specs.toml_cache import loads_toml
 
 UNKNOWN_ENGINE = "unknown"
 DEFAULT_ENGINE = "vllm"
+#: Share of a GPU's memory a serving engine takes for weights and KV cache (vLLM's default
+#: ``gpu_memory_utilization``, 0.9); the rest holds the CUDA context, activations and graphs.
+GPU_MEMORY_UTILIZATION = 0.9
 _FIELDS = {"id", "name", "aliases", "cuda_graphs", "continuous_batching", "launch_overhead_us", "step_overhead_ms",
            "sequence_overhead_us", "serving_sequence_overhead_us", "feature_level", "sources"}
 
