@@ -143,3 +143,23 @@ def test_a_partial_output_of_an_earlier_llmco2_is_not_resumed(tmp_path: Path, ca
     code, _, err = run(["predict", "--requests", str(src), "--out", str(out)], capsys)
     assert code == 0 and "interrupted run" not in err, err
     assert out.read_bytes() == reference.read_bytes()
+
+
+def test_a_batch_run_in_waves_says_so_in_the_single_predict_and_the_notes_column() -> None:
+    """Llama-2-7B, batch 64 of 1,024 + 1,024 tokens on an A100-40GB: vLLM pages its KV cache and runs 20 sequences
+    at a time (what the prediction costs); HF generate cannot, and the request does not fit."""
+    from llmco2.analytic.table import RequestTable
+    from llmco2.api.output_columns import memory_note_rows
+    from llmco2.specs import Request, get_gpu, get_model
+
+    paged = llmco2.predict("llama2-7b", "a100-40gb", batch_size=64, prompt_tokens=1024, generated_tokens=1024, engine="vllm")
+    static = llmco2.predict("llama2-7b", "a100-40gb", batch_size=64, prompt_tokens=1024, generated_tokens=1024, engine="hf")
+    assert any(n.endswith("the prediction runs 20 at a time, 3.2 waves, as the engine's paged cache would") for n in paged.notes)
+    assert any(n.startswith("does not fit: needs 82.2 GB per GPU") for n in static.notes)
+    arch, gpu = get_model("llama2-7b"), get_gpu("a100-40gb")
+    table = RequestTable.from_items([(arch, Request(batch_size=b, prompt_tokens=1024, generated_tokens=1024, engine="vllm"), gpu)
+                                     for b in (20, 21, 64)])
+    per_sequence = 2 * 32 * 2048 * 4096 * 2  # bytes of K and V per sequence at its full length
+    memory = np.array([[13.5e9, b * per_sequence] for b in (20, 21, 64)])
+    fits = memory.sum(axis=1) <= gpu.memory_bytes
+    assert memory_note_rows(memory, fits, table).tolist() == [1, 2]  # 21 fits in 40 GB but not beside 90% of it

@@ -85,3 +85,18 @@ def test_old_step_files_read_without_per_byte_memory_power() -> None:
     assert StepParams.from_dict(raw).memory_pj_per_byte == 0.0
     with pytest.raises(KeyError):
         StepParams.from_dict({k: v for k, v in raw.items() if k != "eta_compute"})
+
+
+def test_a_request_whose_kv_cache_does_not_fit_is_costed_as_waves_of_the_sequences_that_do() -> None:
+    """Llama-2-7B with 1,024 + 1,024 tokens on an A100-40GB holds 20 sequences beside its weights (as the fitted
+    isolated rows are costed: tests/test_step_isolated.py): batch 64 under vLLM costs 3.2 times batch 20 in both
+    phases; under HF generate (a static batch) it is costed as one batch of 64."""
+    arch, gpu = get_model("llama2-7b"), get_gpu("a100-40gb")
+    items = [(arch, Request(batch_size=b, prompt_tokens=1024, generated_tokens=1024, engine=e), gpu)
+             for b, e in ((64, "vllm"), (20, "vllm"), (64, "hf"))]
+    a, totals = _analysis(items)
+    params = replace(PARAMS, engines={**PARAMS.engines, "hf": EngineOverhead(1e-3, 40e-6, 2e-6, False)})
+    energy, latency = step_phase_cost(params, a, PhaseInputs.build(items, a, totals))
+    np.testing.assert_allclose(energy[0], 3.2 * energy[1], rtol=1e-9)
+    np.testing.assert_allclose(latency[0], 3.2 * latency[1], rtol=1e-9)
+    assert latency[2, 1] < latency[0, 1]  # the static batch of 64 at once: fewer, longer decode steps

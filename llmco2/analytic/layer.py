@@ -147,6 +147,10 @@ class LayerBatch:
     def moe(self) -> NDArray[np.bool_]:
         return self.experts > 1
 
+    def take(self, idx: NDArray[np.int64]) -> LayerBatch:
+        """The rows at ``idx``."""
+        return type(self)(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
     @classmethod
     def from_items(cls, items: Iterable[tuple[ModelArch, Request, GPU]], validate: bool = True,
                    check_context: bool = True) -> LayerBatch:

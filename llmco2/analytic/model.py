@@ -88,11 +88,38 @@ def model_totals(analysis: LayerAnalysis) -> ModelTotals:
         }
         kernel_time[phase].update(head_times)
     weights = X.weight_bytes_per_gpu(b)
-    groups = X.attention_dp(b)  # an attention group holds the cache of its own sequences
-    kv = np.where(b.special | (b.kv_heads < b.tp), cache_bytes_per_gpu(b),
-                  2.0 * b.layers * X.rank_batch(b) * (b.prompt + b.generated) * b.kv_heads * b.head_dim * b.kv_bytes
-                  / (b.num_gpus / groups))
+    kv = kv_cache_bytes_per_gpu(b)
     return ModelTotals(totals, kernel_time, weights, kv, weights + kv <= b.mem_capacity_bytes)
+
+
+def kv_cache_bytes_per_gpu(b: LayerBatch) -> Array:
+    """The caches of every request at its full length (prompt and generated tokens), per GPU
+    (bytes): :func:`cache_bytes_per_gpu` for special blocks and for K/V heads replicated over
+    ``tp``, else the K/V heads split over the GPUs of an attention group."""
+    groups = X.attention_dp(b)  # an attention group holds the cache of its own sequences
+    return np.where(b.special | (b.kv_heads < b.tp), cache_bytes_per_gpu(b),
+                    2.0 * b.layers * X.rank_batch(b) * (b.prompt + b.generated) * b.kv_heads * b.head_dim * b.kv_bytes
+                    / (b.num_gpus / groups))
+
+
+def sequences_that_fit(b: LayerBatch, memory_share: float) -> Array:
+    """Per request, how many of its ``batch`` sequences a paged KV cache holds at once
+    (:func:`sequences_at_once` of its weights and caches per GPU)."""
+    return sequences_at_once(X.weight_bytes_per_gpu(b), kv_cache_bytes_per_gpu(b), b.mem_capacity_bytes, b.batch,
+                             memory_share)
+
+
+def sequences_at_once(weight_bytes: Any, cache_bytes: Any, memory_bytes: Any, batch: Any, memory_share: float) -> Array:
+    """How many of ``batch`` sequences whose caches take ``cache_bytes`` at their full length (all
+    of them, per GPU) a paged KV cache holds at once beside ``weight_bytes`` of weights, in
+    ``memory_share`` of ``memory_bytes`` per GPU (a serving engine's ``gpu_memory_utilization``):
+    ``floor((share x memory - weights) / cache per sequence)``, at most ``batch``; ``batch`` where
+    not even one sequence fits (the request cannot run at all, which the memory note says)."""
+    batch = np.maximum(np.asarray(batch, dtype=np.float64), 1.0)
+    per_sequence = np.maximum(np.asarray(cache_bytes, dtype=np.float64) / batch, 1e-9)
+    room = np.asarray(memory_bytes, dtype=np.float64) * memory_share - np.asarray(weight_bytes, dtype=np.float64)
+    fit = np.floor(np.maximum(room, 0.0) / per_sequence)
+    return np.where(fit >= 1.0, np.minimum(fit, batch), batch)
 
 
 def cache_bytes_per_gpu(b: LayerBatch) -> Array:

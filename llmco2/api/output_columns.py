@@ -32,7 +32,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from llmco2.analytic.model import sequences_at_once
 from llmco2.errors import InvalidInputError
+from llmco2.specs import get_engine
+from llmco2.specs.engines import GPU_MEMORY_UTILIZATION
 
 #: The columns added after the prediction columns, in this order.
 ASSUMPTION_COLUMNS = ("grid_region", "intensity_g_per_kwh", "pue", "notes")
@@ -119,9 +122,22 @@ def region_array(cells: Any, n: int, default_region: str | None, fallback: str |
     return strings(labels).take(encoded.indices)
 
 
-def memory_note(weight_bytes: float, cache_bytes: float, gpu: Any, num_gpus: int) -> str:
-    """The note of a request whose weights and KV cache (bytes per GPU) do not fit the memory of
-    each of its ``num_gpus`` GPUs ``gpu`` (the words of the single ``llmco2 predict``)."""
+def memory_note(weight_bytes: float, cache_bytes: float, gpu: Any, num_gpus: int, batch: int = 1,
+                paged: bool = False) -> str:
+    """The note of a request whose weights and KV cache (bytes per GPU, the cache of all ``batch``
+    sequences at their full length) do not fit the memory of each of its ``num_gpus`` GPUs
+    ``gpu`` (the words of the single ``llmco2 predict``); under an engine that pages its cache
+    (``paged``), that the batch runs in waves of the sequences that fit (as the prediction costs
+    it: :func:`llmco2.physics.step_prior.paged_waves`); empty when it fits and runs at once."""
+    at_once = float(sequences_at_once(weight_bytes, cache_bytes, gpu.memory_bytes, batch, GPU_MEMORY_UTILIZATION)) \
+        if paged else float(batch)
+    if at_once < batch:
+        return (f"KV cache of {batch} sequences ({cache_bytes / 1e9:.2f} GB per GPU) does not fit beside the "
+                f"{weight_bytes / 1e9:.1f} GB of weights in {GPU_MEMORY_UTILIZATION:.0%} of {gpu.memory_bytes / 1e9:.0f} GB "
+                f"on each of {num_gpus} x {gpu.id}: the prediction runs {at_once:.0f} at a time, "
+                f"{batch / at_once:.1f} waves, as the engine's paged cache would")
+    if weight_bytes + cache_bytes <= gpu.memory_bytes:
+        return ""
     need = weight_bytes + cache_bytes
     return (f"does not fit: needs {need / 1e9:.1f} GB per GPU ({weight_bytes / 1e9:.1f} GB weights + "
             f"{cache_bytes / 1e9:.2f} GB cache), {gpu.memory_bytes / 1e9:.0f} GB available on each of "
@@ -132,19 +148,20 @@ def notes_array(fp: Any, table: Any) -> Any:
     """The ``notes`` Arrow array (string) of the footprint ``fp`` of the requests ``table`` (a
     :class:`~llmco2.analytic.table.RequestTable`): per row, in the order the single ``llmco2
     predict`` lists them, what the architecture entry approximates (joined once per distinct
-    architecture), that the request does not fit its GPUs' memory (:func:`memory_note`), then the
-    footprint's notes (why it is extrapolated, an unknown embodied carbon); joined with ``"; "``,
-    empty where there are none."""
+    architecture), that the request does not fit its GPUs' memory or runs in waves
+    (:func:`memory_note`), then the footprint's notes (why it is extrapolated, an unknown embodied
+    carbon); joined with ``"; "``, empty where there are none."""
     from llmco2.analytic.arrow_arrays import string_array
 
     n = len(table)
     text = list(map("; ".join, fp.notes)) if len(fp.notes) == n else [""] * n
     fits = getattr(fp, "fits_in_memory", None)
-    if fits is not None and not bool(np.all(fits)):
-        gpu_code, num_gpus = np.asarray(table.gpu), np.asarray(table.num_gpus)
-        for i in np.flatnonzero(~np.asarray(fits, dtype=bool)).tolist():
+    if fits is not None and fp.memory_bytes is not None:
+        for i in memory_note_rows(fp.memory_bytes, np.asarray(fits, dtype=bool), table).tolist():
             weights, cache = (float(v) for v in fp.memory_bytes[i])
-            note = memory_note(weights, cache, table.gpus[int(gpu_code[i])], int(num_gpus[i]))
+            kind = table.kinds[int(table.kind[i])]
+            note = memory_note(weights, cache, table.gpus[int(table.gpu[i])], int(table.num_gpus[i]),
+                               int(table.batch_size[i]), get_engine(kind.engine).continuous_batching)
             text[i] = f"{note}; {text[i]}" if text[i] else note
     arch_code = np.asarray(table.arch)
     for code, arch in enumerate(table.archs):
@@ -154,6 +171,19 @@ def notes_array(fp: Any, table: Any) -> Any:
         for i in np.flatnonzero(arch_code == code).tolist():
             text[i] = f"{words}; {text[i]}" if text[i] else words
     return string_array(text)
+
+
+def memory_note_rows(memory_bytes: NDArray[np.float64], fits: NDArray[np.bool_], table: Any) -> NDArray[np.int64]:
+    """Indices of the rows of ``table`` that get a :func:`memory_note`: those whose weights and
+    caches (``memory_bytes`` ``[n, 2]`` per GPU) do not fit (``fits`` false), and those whose
+    engine pages its cache and holds fewer than the whole batch at once."""
+    paged = np.array([get_engine(k.engine).continuous_batching for k in table.kinds], dtype=bool)[np.asarray(table.kind)]
+    if not paged.any():
+        return np.flatnonzero(~fits)
+    memory = np.array([g.memory_bytes for g in table.gpus], dtype=np.float64)[np.asarray(table.gpu)]
+    batch = np.asarray(table.batch_size, dtype=np.float64)
+    at_once = sequences_at_once(memory_bytes[:, 0], memory_bytes[:, 1], memory, batch, GPU_MEMORY_UTILIZATION)
+    return np.flatnonzero(~fits | (paged & (at_once < batch)))
 
 
 def assumption_arrays(fp: Any, table: Any, intensities: NDArray[np.float64] | None, regions: Any) -> list[Any]:

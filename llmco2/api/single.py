@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from llmco2.api.options import Assumptions, RequestOptions, generated_tokens_of, with_fields
 from llmco2.api.output_columns import memory_note
 from llmco2.errors import InvalidInputError
+from llmco2.specs import get_engine
 
 if TYPE_CHECKING:
     from llmco2.carbon.hourly import HourlyIntensity
@@ -119,14 +120,15 @@ def _request(model: str | ModelArch, gpu: str | GPU, batch_size: int, prompt_tok
 
 
 def memory_notes(arch: ModelArch, req: Request, gpu: GPU) -> list[str]:
-    """A note when the request's weights and caches do not fit the GPUs' memory."""
+    """A note when the request's weights and caches do not fit the GPUs' memory, or its batch runs
+    in waves of the sequences its paged KV cache holds (:func:`memory_note`)."""
     from llmco2.analytic.layer import analyze_layer
     from llmco2.analytic.model import model_totals
 
     t = model_totals(analyze_layer(arch, req, gpu, check_context=False))  # the context is checked by _request
-    if bool(t.fits_in_memory[0]):
-        return []
-    return [memory_note(float(t.weight_bytes_per_gpu[0]), float(t.kv_cache_bytes_per_gpu[0]), gpu, req.num_gpus)]
+    note = memory_note(float(t.weight_bytes_per_gpu[0]), float(t.kv_cache_bytes_per_gpu[0]), gpu, req.num_gpus,
+                       req.batch_size, get_engine(req.engine).continuous_batching)
+    return [note] if note else []
 
 
 def hourly_of(intensity: str | Path | Any | None, timestamp: Any, carbon_intensity: float | None,

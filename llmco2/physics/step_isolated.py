@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from llmco2.analytic.model import sequences_that_fit
 from llmco2.data.dataset import EnergyData, energy_data
 from llmco2.data.usable import usable_rows
 from llmco2.physics.step_fit import Observation
@@ -166,14 +167,11 @@ def resident_sequences(data: EnergyData, engines: list[str], phase: np.ndarray) 
     resident as the cache holds at their full length ``P + G`` beside the weights
     (:data:`llmco2.specs.engines.GPU_MEMORY_UTILIZATION` of the GPU's memory), the rest waiting for
     them; all ``B`` where they fit, and in a prefill row or under an engine that batches statically."""
-    _, totals = data.analysis()
-    items = [data.items[c] for c in data.config]
-    batch = np.array([r.batch_size for _, r, _ in items], dtype=float)
-    per_sequence = totals.kv_cache_bytes_per_gpu[data.config] / batch  # bytes at the full length, per GPU
-    room = np.array([g.memory_bytes for _, _, g in items]) * GPU_MEMORY_UTILIZATION - totals.weight_bytes_per_gpu[data.config]
+    analysis, _ = data.analysis()
+    fit = sequences_that_fit(analysis.batch, GPU_MEMORY_UTILIZATION)[data.config]
+    batch = np.array([data.items[c][1].batch_size for c in data.config], dtype=float)
     paged = np.array([get_engine(e).continuous_batching for e in engines], dtype=bool) & (phase != "prefill")
-    fit = np.floor(np.maximum(room, 0.0) / np.maximum(per_sequence, 1e-9))
-    return np.where(paged, np.clip(fit, 1.0, batch), batch)
+    return np.where(paged, fit, batch)
 
 
 def row_key(table: pd.DataFrame) -> list[str]:

@@ -13,18 +13,22 @@ data-centre constants; their rows keep the per-device prior of :class:`llmco2.ph
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from llmco2.analytic.layer import LayerAnalysis
+from llmco2.analytic.layer import LayerAnalysis, LayerBatch, analyze_layers
+from llmco2.analytic.model import sequences_that_fit
 from llmco2.errors import InvalidInputError
 from llmco2.file_checks import parse_json
+from llmco2.physics.hardware_rows import HardwareRows
 from llmco2.physics.priors import PHASE_NAMES, PhaseInputs, check_step_params
 from llmco2.physics.step_physics import StepParams, overhead_arrays, shapes_of, step_cost
+from llmco2.specs import get_engine
+from llmco2.specs.engines import GPU_MEMORY_UTILIZATION
 
 Array = NDArray[np.float64]
 #: Device group whose rows take the step physics as their prior.
@@ -34,18 +38,49 @@ STEP_GROUP = "datacentre"
 def step_phase_cost(params: StepParams, analysis: LayerAnalysis, x: PhaseInputs) -> tuple[Array, Array]:
     """``([n, 2] energy of all GPUs (J), [n, 2] latency (s))`` of the prefill and decode phases
     of the requests of ``analysis`` (their :class:`PhaseInputs` ``x``); an empty decode phase (one
-    generated token) is 0."""
-    n = len(x.steps)
-    energy, latency = np.zeros((n, 2)), np.zeros((n, 2))
-    overheads = overhead_arrays(x.engines, params)  # the same for both phases
-    for j, phase in enumerate(PHASE_NAMES):
-        steps = x.steps[:, j]
-        assert x.hardware is not None, "PhaseInputs.build gives every request its hardware rows"
-        shapes = shapes_of(analysis, phase, np.maximum(steps, 1.0), x.engines, x.hardware)
-        c = step_cost(shapes, params, overheads)
-        latency[:, j] = c.time_s * steps
-        energy[:, j] = c.energy_j * steps
+    generated token) is 0. A batch whose KV cache does not fit beside the weights under a
+    continuous-batching engine runs as waves of the sequences that fit (:func:`paged_waves`), as
+    the isolated runs the constants were fitted on are costed
+    (:func:`llmco2.physics.step_isolated.resident_sequences`)."""
+    assert x.hardware is not None, "PhaseInputs.build gives every request its hardware rows"
+    energy, latency = _phase_costs(params, analysis, x.steps, x.engines, x.hardware)
+    fit, waves = paged_waves(analysis.batch, x.engines)
+    waved = np.flatnonzero(waves > 1.0)
+    if len(waved):
+        sub = analyze_layers(replace(analysis.batch.take(waved), batch=fit[waved]))
+        e, t = _phase_costs(params, sub, x.steps[waved], [x.engines[i] for i in waved.tolist()], x.hardware.take(waved))
+        energy[waved], latency[waved] = e * waves[waved, None], t * waves[waved, None]
     return energy, latency
+
+
+def _phase_costs(params: StepParams, analysis: LayerAnalysis, steps: Array, engines: list[str],
+                 hardware: HardwareRows) -> tuple[Array, Array]:
+    """:func:`step_phase_cost` of ``analysis`` as it is, every batch at once."""
+    n = len(steps)
+    energy, latency = np.zeros((n, 2)), np.zeros((n, 2))
+    overheads = overhead_arrays(engines, params)  # the same for both phases
+    for j, phase in enumerate(PHASE_NAMES):
+        shapes = shapes_of(analysis, phase, np.maximum(steps[:, j], 1.0), engines, hardware)
+        c = step_cost(shapes, params, overheads)
+        latency[:, j] = c.time_s * steps[:, j]
+        energy[:, j] = c.energy_j * steps[:, j]
+    return energy, latency
+
+
+def paged_waves(b: LayerBatch, engines: list[str]) -> tuple[Array, Array]:
+    """``(sequences at once [n], waves [n])`` of requests ``b`` served by ``engines`` (ids): an
+    engine that batches continuously (``continuous_batching`` in the engine catalog) keeps the
+    sequences whose KV cache fits beside the weights in
+    :data:`~llmco2.specs.engines.GPU_MEMORY_UTILIZATION` of the memory
+    (:func:`~llmco2.analytic.model.sequences_that_fit`) and runs the batch in
+    ``batch / sequences`` waves of them; any other engine runs the whole batch once."""
+    batch = np.asarray(b.batch, dtype=np.float64)
+    paging = {e: get_engine(e).continuous_batching for e in set(engines)}
+    if not any(paging.values()):
+        return batch, np.ones(len(batch))
+    paged = np.fromiter((paging[e] for e in engines), dtype=bool, count=len(engines))
+    fit = np.where(paged, sequences_that_fit(b, GPU_MEMORY_UTILIZATION), batch)
+    return fit, batch / np.maximum(fit, 1.0)
 
 
 def read_step_params(path: str | Path) -> StepParams:
