@@ -10,11 +10,12 @@ Groups: every configuration (model and load) measured on two or more GPUs of a s
   common, otherwise each GPU's own (Gaudi2's DeepSpeed stack against vLLM or TensorRT-LLM).
   Quantity: J per output token of the run. The rows of the superseded commit (every Gaudi2 row, the
   two-GPU H100 rows) read the power of every accelerator of the node
-  (:func:`llmco2.data.importers.argonne.probe_devices`): each row is predicted at its reading's scope,
+  (``metered_devices``, :func:`llmco2.data.importers.argonne.probe_devices`): each row is predicted at its reading's scope,
   the used GPUs' predicted energy plus the unused cards' idle power (the catalog's static power,
   :func:`llmco2.specs.gpus.static_power_w`) over the predicted time. Two more lines, reported and not
   in "all": GPU-scope predictions against the readings as published, and against the readings with
-  the unused cards' idle taken out over the measured time. The fits read the rows as published.
+  the unused cards' idle taken out over the measured time. No fit reads those readings' energy
+  (:mod:`llmco2.data.scope`): their latency only.
 * **collected energy_code_eval** (vLLM 0.8 eager, A100-80GB vs A40): the same model, batch cap,
   lengths and weight quantisation.
 * **collected ML.ENERGY v1** (HF transformers at batch 1, A100 of unstated variant vs A40 vs
@@ -51,14 +52,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from llmco2.data.importers.argonne import probe_devices
 from llmco2.data.paths import shared_data
+from llmco2.data.scope import node_wide, unused_idle_w
 from llmco2.data.usable import load_rows as load_table
 from llmco2.physics.step_isolated import IsolatedRows, fit_isolated_rows, isolated_rows
 from llmco2.physics.step_physics import StepParams, roofline_tdp_params
 from llmco2.serving.mlenergy import TASK_PROMPT_TOKENS, load_rows, serving_rows
 from llmco2.serving.mlenergy_fit import PROMPT_SCALES, fit_rows, fit_with_prompt_scales, predictions, roofline_tdp
-from llmco2.specs.gpus import static_power_w
 from llmco2.training.ranking import TIE_TOLERANCE, PairCounts, gpu_pairs, pair_counts
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,6 @@ COLLECTED = ("collected/energy_code_eval.csv", "collected/hb_thesis_a100pcie.csv
 V1_FILE = "collected/mlenergy_v1_legacy.csv"
 V1_PROMPT_TOKENS = TASK_PROMPT_TOKENS["chat"]
 ARGONNE, CODE_EVAL, V1, V2 = "Argonne", "collected energy_code_eval", "collected ML.ENERGY v1", "ML.ENERGY v2"
-ARGONNE_FILE = "datacenter/argonne_llm_inference_bench.csv"
 #: The Argonne lines of the report: predictions at each reading's scope (the source's line in "all"), GPU-scope
 #: predictions against the readings as published, and GPU-scope predictions against readings with the unused
 #: cards' idle taken out.
@@ -123,33 +122,20 @@ def v1_rows() -> pd.DataFrame:
 def isolated_frame(iso: IsolatedRows, label: dict[str, str], key: tuple[str, ...]) -> pd.DataFrame:
     """One line per measured row of ``iso`` with usable energy: its source label, configuration key,
     GPU, engine, measured J per output token, power (W), time per output token (s) and the idle power (W)
-    of the accelerators its reading summed beyond those the run used (``unused_idle``, :func:`unused_idle_w`)."""
+    of the accelerators its reading summed beyond those the run used (``unused_idle``,
+    :func:`llmco2.data.scope.unused_idle_w`)."""
     rows = iso.rows
     energy = pd.to_numeric(rows["energy_j"], errors="coerce").to_numpy(float)
     lat = pd.to_numeric(rows["latency_s"], errors="coerce").to_numpy(float)
     tokens = pd.to_numeric(rows["batch_size"]).to_numpy(float) * pd.to_numeric(rows["generated_tokens"]).to_numpy(float)
-    ok = iso.usable_energy & np.isfinite(energy) & (energy > 0) & np.isfinite(lat) & (lat > 0)
+    # node-wide readings are no fit's power (llmco2.data.scope) but are compared here at their scope
+    ok = (iso.usable_energy | node_wide(rows)) & np.isfinite(energy) & (energy > 0) & np.isfinite(lat) & (lat > 0)
     src = rows["source_file"].map(label).to_numpy()
     ok &= pd.notna(src)
     out = pd.DataFrame({"source": src, "group": rows[list(key)].astype("string").fillna("-").agg("|".join, axis=1),
                         "device": rows["device"].astype(str), "engine": list(iso.decode.engines), "j": energy / tokens,
                         "power": energy / lat, "time": lat / tokens, "unused_idle": unused_idle_w(rows)})
     return out[ok]
-
-
-def unused_idle_w(rows: pd.DataFrame) -> np.ndarray:
-    """Per row, the idle power (W) of the node's accelerators that its power reading summed but the run did
-    not use: Argonne rows read by node-wide probes (:func:`llmco2.data.importers.argonne.probe_devices`)
-    times the catalog's static power of the device (:func:`llmco2.specs.gpus.static_power_w`: Gaudi2 88 W and
-    H100 SXM 120 W, both read with a model loaded); 0 elsewhere."""
-    out = np.zeros(len(rows))
-    argonne = (rows["source_file"] == Path(ARGONNE_FILE).name).to_numpy()
-    if argonne.any():
-        sub = rows[argonne]
-        extra = probe_devices(sub, shared_data(ARGONNE_FILE)) - pd.to_numeric(sub["num_devices"]).to_numpy(np.int64)
-        idle = sub["device"].astype(str).map(lambda d: static_power_w(d)[0]).to_numpy(float)
-        out[argonne] = extra * idle
-    return out
 
 
 def at_scope(frame: pd.DataFrame) -> pd.DataFrame:
@@ -325,7 +311,8 @@ def report(it: pd.DataFrame, command: str, seconds: float) -> str:
                       "line in \"all\"), GPU-scope predictions against the readings as published, and GPU-scope predictions "
                       "against the readings with the unused cards' idle taken out over the measured time. Idle per unused "
                       "card: the catalog's static power (`llmco2.specs.gpus.static_power_w`: Gaudi2 88 W, H100 SXM 120 W, "
-                      "both read with a model loaded). No fit changes: every fit reads the rows as published.", "",
+                      "both read with a model loaded). No fit reads those readings' energy (`llmco2.data.scope`): their "
+                      "latency only.", "",
                       *lines, "", "## By GPU pair", "",
                       "A wrong pair is put down to power or to time per output token, whichever's predicted ratio between "
                       "the two GPUs is further from the measured one.", "", *by_pair]) + "\n"

@@ -57,6 +57,11 @@ def errors(iso: IsolatedRows, p: StepParams, rows: np.ndarray) -> dict[str, floa
             "power": mdape(energy / lat, e_m / lat_m, has_e), "energy_rows": int(has_e.sum()), "latency_rows": int(has_lat.sum())}
 
 
+def pct(value: float) -> str:
+    """A median APE (%) for the tables; a dash where no row could be compared (e.g. no usable energy)."""
+    return f"{value:.1f}%" if np.isfinite(value) else "-"
+
+
 def unfitted_rows() -> list[tuple[str, IsolatedRows]]:
     """Rows of GPUs that no fit learns from, each with what keeps it out of the fits: ML.ENERGY v1's
     batch-1 HF runs (prompt lengths unpublished: run at the task's prompt length as
@@ -138,11 +143,12 @@ def main() -> None:
         p = fit_without(iso, ~held)
         ours, base = errors(iso, p, held), errors(iso, roofline_tdp_params(engines), held)
         summary.append(ours)
-        lines.append(f"| {g} | {ours['energy_rows']} | {ours['energy']:.1f}% | {ours['latency']:.1f}% | {ours['power']:.1f}% | "
-                     f"{base['energy']:.1f}% | {base['power']:.1f}% |")
+        lines.append(f"| {g} | {ours['energy_rows']} | {pct(ours['energy'])} | {pct(ours['latency'])} | {pct(ours['power'])} | "
+                     f"{pct(base['energy'])} | {pct(base['power'])} |")
         print(lines[-1], flush=True)
     mean = {k: float(np.nanmean([s[k] for s in summary])) for k in ("energy", "latency", "power")}
-    lines.append(f"| mean of the held-out GPUs | | {mean['energy']:.1f}% | {mean['latency']:.1f}% | {mean['power']:.1f}% | | |")
+    lines.append(f"| mean of the held-out GPUs (energy and power: those with energy rows) | | {pct(mean['energy'])} | "
+                 f"{pct(mean['latency'])} | {pct(mean['power'])} | | |")
     all_rows = np.ones(len(device), dtype=bool)
     fitted = fit_without(iso, all_rows)
     e = errors(iso, fitted, all_rows)

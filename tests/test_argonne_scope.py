@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pytest
+
+from llmco2.data.dataset import energy_data
 from llmco2.data.importers import import_file
 from llmco2.data.importers.argonne import NODE_DEVICES, probe_devices
+from llmco2.data.scope import NODE_WIDE_REASON, node_wide, unused_idle_w
+from llmco2.physics.step_isolated import isolated_rows
+from llmco2.specs.gpus import static_power_w
 
 HEADER = ("source,hardware,num_devices,framework,model,input_len,output_len,batch_size,latency_s,"
           "throughput_tok_s_in_plus_out,avg_power_W,power_unit_in_file,energy_J_est,energy_per_output_token_J")
@@ -33,5 +40,41 @@ def test_superseded_watt_rows_read_the_whole_node(tmp_path: Path) -> None:
     ]) + "\n", encoding="utf-8")
     table = import_file("argonne", path).table
     assert list(probe_devices(table, path)) == [1, NODE_DEVICES["h100-sxm"], 2, 4, NODE_DEVICES["gaudi2"], 2]
+    assert list(table["metered_devices"]) == list(probe_devices(table, path))  # the importer writes the scope
     assert list(table["num_devices"]) == [1, 2, 2, 4, 2, 2]  # the rows themselves stay as published
     assert list(table["energy_j"]) == [800.0, 1800.0, 1400.0, 3000.0, 2000.0, 800.0]
+
+
+def test_a_node_wide_reading_keeps_its_latency_but_not_its_energy(tmp_path: Path) -> None:
+    """Two H100s read over four: the row stays in the canonical table as published, its time enters the isolated
+    rows but its energy is neither a fit's power nor a training target; the four-card row read over its own four is
+    both. The unused cards' idle (for comparisons at the reading's scope) is two cards' catalog static power."""
+    old = "943daf64 (superseded)"
+    path = tmp_path / "argonne.csv"
+    path.write_text("\n".join([HEADER, line(old, "Nvidia H100 GPU", 2, 900.0, "W"), line(old, "Nvidia H100 GPU", 4, 1500.0, "W")])
+                    + "\n", encoding="utf-8")
+    table = import_file("argonne", path).table
+    assert list(node_wide(table)) == [True, False] and list(table["energy_j"]) == [1800.0, 3000.0]
+    np.testing.assert_allclose(unused_idle_w(table), [2 * static_power_w("h100-sxm")[0], 0.0])
+    data = energy_data(table)
+    assert list(data.table["num_devices"]) == [4] and data.excluded == {NODE_WIDE_REASON: 1}
+    iso = isolated_rows(table)
+    assert list(iso.rows["num_devices"]) == [2, 4] and list(iso.usable_energy) == [False, True]
+
+
+def test_argonne_gaudi2_readings_sum_the_node(shared_data: Path) -> None:
+    """The real file: every Gaudi2 row reads the node's eight cards, so no Gaudi2 energy is a target; read as the
+    used cards' energy they would draw 1.7x more per card on two cards than on four (median 433 W against 257 W),
+    the node's idle cards shared over fewer used ones."""
+    path = next(shared_data.rglob("argonne_llm_inference_bench.csv"), None)
+    if path is None:
+        pytest.skip("argonne_llm_inference_bench.csv not in the shared data")
+    table = import_file("argonne", path).table
+    gaudi = table[table["device"] == "gaudi2"]
+    assert (gaudi["metered_devices"] == NODE_DEVICES["gaudi2"]).all() and node_wide(gaudi).all()
+
+    def per_card(n: int) -> float:
+        sel = gaudi["num_devices"] == n
+        return float((gaudi["energy_j"][sel].astype(float) / gaudi["latency_s"][sel].astype(float) / n).median())
+
+    assert per_card(2) / per_card(4) > 1.6

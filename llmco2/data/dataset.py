@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.layer import LayerAnalysis, LayerBatch, analyze_layers
 from llmco2.analytic.model import ModelTotals, model_totals
+from llmco2.data.scope import NODE_WIDE_REASON, node_wide
 from llmco2.errors import InvalidInputError
 from llmco2.graph.features import GraphArrays, build_graph_arrays
 from llmco2.specs import GPU, ModelArch, Request, engine_id, get_gpu, get_model
@@ -142,13 +143,18 @@ def _row_item(row: pd.Series, models: dict, gpus: dict) -> tuple[ModelArch, Requ
 
 def energy_data(table: pd.DataFrame, require_energy: bool = True) -> EnergyData:
     """Model the rows of a canonical table; rows without positive energy (when required) or that
-    cannot be analysed are excluded and counted."""
+    cannot be analysed are excluded and counted; readings that sum devices besides those each
+    run used are excluded when energy is required (:func:`llmco2.data.scope.node_wide`)."""
     excluded: dict[str, int] = {}
     keep = np.ones(len(table), dtype=bool)
     if require_energy:
+        wide = node_wide(table)
+        if wide.any():
+            excluded[NODE_WIDE_REASON] = int(wide.sum())
+        keep &= ~wide
         energy = pd.to_numeric(table["energy_j"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-        infinite = np.isinf(energy)
-        bad = ~(energy > 0) & ~infinite
+        infinite = np.isinf(energy) & ~wide
+        bad = ~(energy > 0) & ~np.isinf(energy) & ~wide
         if bad.any():
             excluded["no positive measured energy"] = int(bad.sum())
         if infinite.any():

@@ -99,6 +99,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("sm_clock_mhz", "float", "mean streaming-multiprocessor clock at the ends of the measured windows", "MHz", minimum=0),
     Column("mem_clock_mhz", "float", "mean memory clock at the ends of the measured windows", "MHz", minimum=0),
     Column("power_limit_w", "float", "enforced power limit per device", "W", minimum=0, exclusive_minimum=True),
+    Column("metered_devices", "int", "devices whose power the energy reading sums, used by the run or not (a node-wide "
+           "probe); null = the devices the run used", "count", minimum=1),
     Column("idle_power_w", "float", "idle power per device, measured before the run", "W", minimum=0),
     Column("window_method", "str", "single (one pass per window), amortised (k passes back to back, divided by k) or "
            "lengthened (k x prefill+decode, divided by k, minus the prefill measured apart)", choices=WINDOW_METHODS),

@@ -44,6 +44,7 @@ import pandas as pd
 
 from llmco2.analytic.model import sequences_that_fit
 from llmco2.data.dataset import EnergyData, energy_data
+from llmco2.data.scope import node_wide
 from llmco2.data.usable import usable_rows
 from llmco2.physics.step_fit import Observation
 from llmco2.physics.step_physics import StepParams, StepShapes, overhead_arrays, step_cost, step_shapes
@@ -156,6 +157,7 @@ def isolated_rows(table: pd.DataFrame, host_bound: bool = False) -> IsolatedRows
     dec = replace(dec, engines=engines)
     ok = np.array([key in usable_ids for key in zip(*(rows[c].astype(str) for c in row_key(rows)), strict=True)])
     ok &= ~rows["source"].isin(list(LATENCY_ONLY)).to_numpy()
+    ok &= ~node_wide(rows)  # a reading of devices the run did not use besides its own: latency only
     log.info("isolated rows: %d modelled (%s); %d run in waves their KV cache allows", len(rows), data.excluded,
              int((waves > 1).sum()))
     return IsolatedRows(rows, pre, dec, steps, phase != "decode", ok, waves)

@@ -21,8 +21,10 @@ energy of the whole batch), measurement ``power_x_latency``.
   ``TensorRT-LLM/H100/power_utils.py``, 4 GPUs per H100 node), argonne-lcf/LLM-Inference-Bench at
   4664215b and 4a63dd42. The A100 rows of that commit in W (one device each, flagged) are counted at a
   Polaris node's 4 GPUs from their 190-240 W excess alone (their probe is not checked). Every other row reads the devices the run
-  used. The energy columns are kept as published; the scope is read from the rows' ``source`` and
-  ``power_unit_in_file`` fields, for comparisons that want a prediction at the reading's scope.
+  used. The energy columns are kept as published; the scope, read from the rows' ``source`` and
+  ``power_unit_in_file`` fields, is written as ``metered_devices`` (the devices each reading sums),
+  from which every fit and evaluation takes the unused cards' static power out
+  (:func:`llmco2.data.scope.device_scope`).
 * Devices resolve through the GPU catalog (ids, aliases, close matches: ``Nvidia H100 GPU`` ->
   ``h100-sxm``, ``Nvidia GH200 GPU`` -> ``gh200``, ``Habana Gaudi2`` -> ``gaudi2``), except the
   A100, whose generic name the catalog reads as the 80 GB part: the Argonne A100s are ALCF
@@ -94,9 +96,14 @@ def probe_devices(table: pd.DataFrame, path: Path) -> np.ndarray:
     line = pd.to_numeric(table["source_row"]).to_numpy(np.int64) - 2  # line 1 is the header
     commit = raw["source"].astype(str).str.split().str[0].to_numpy()[line]
     unit = raw["power_unit_in_file"].astype(str).str.strip().to_numpy()[line]
-    used = pd.to_numeric(table["num_devices"]).to_numpy(np.int64)
-    node = table["device"].astype(str).map(NODE_DEVICES).fillna(0).to_numpy(np.int64)
-    node_wide = (commit == SUPERSEDED_COMMIT) & (unit == "W") & (node > 0)
+    return metered_devices(commit, unit, table["device"], pd.to_numeric(table["num_devices"]).to_numpy(np.int64))
+
+
+def metered_devices(commit: np.ndarray, unit: np.ndarray, devices: pd.Series, used: np.ndarray) -> np.ndarray:
+    """Per row, the accelerators its power reading sums (:func:`probe_devices`) from the row's
+    commit, the unit its file used, its device id and the devices it ``used``."""
+    node = devices.astype(str).map(NODE_DEVICES).fillna(0).to_numpy(np.int64)
+    node_wide = (np.asarray(commit) == SUPERSEDED_COMMIT) & (np.asarray(unit) == "W") & (node > 0)
     return np.where(node_wide, np.maximum(node, used), used)
 
 
@@ -145,5 +152,7 @@ def import_argonne(path: Path) -> ImportResult:
         "energy_j": num["energy_J_est"],
         "latency_s": num["latency_s"],
         "measurement": "power_x_latency",
+        "metered_devices": metered_devices(commit.to_numpy(), unit.str.strip().to_numpy(), devices,
+                                           np.nan_to_num(num["num_devices"], nan=1.0).astype(np.int64)),
     })
     return finish(raw, rows, FORMAT, Path(path), n)

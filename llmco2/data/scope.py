@@ -1,0 +1,58 @@
+"""Which readings measure the run: a power reading that sums devices the run did not use does not.
+
+Some sources read power with node-wide probes that sum every accelerator of the node, used or not
+(Argonne's superseded commit: 8 Gaudi2 or 4 H100 per reading; ``metered_devices`` in the canonical
+table, :mod:`llmco2.data.importers.argonne`). llmco2 predicts the energy of the devices a request
+runs on, and the idle draw of cards that hold no model is not known well enough to take out: with
+the catalog's static power of a card with a model loaded (Gaudi2 88 W), Argonne's Gaudi2 runs would
+draw 150-170 W per used card on one, two and four cards, a third of what the same physics gives the
+A100s and H100s for the same work; a lower idle gives any other split. So such a row keeps its
+latency (the time is the run's) and its energy is not used: no fit of power and no energy target
+or evaluation reads it (:func:`node_wide`; :func:`llmco2.data.dataset.energy_data` and
+:func:`llmco2.physics.step_isolated.isolated_rows` leave it out). Left in, read as the used cards'
+energy, they pull the shared constants: left out, the step physics fitted without each held-out GPU
+went from 10.4% to 9.6% mean median APE of energy and from 8.6% to 7.4% of power over the A100-40GB,
+A100-80GB, A40 and H100 (``experiments/step_lodo.py``; the H100's 60 two-card rows read over four
+leave its comparison with them). A comparison at the reading's scope can still add the unused
+cards' idle to a prediction (:func:`unused_idle_w`, ``experiments/ranking_benchmark.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from llmco2.specs.gpus import static_power_w
+
+#: Why a node-wide reading's energy is left out (the excluded-rows reason of :func:`llmco2.data.dataset.energy_data`).
+NODE_WIDE_REASON = "power reading sums devices the run did not use"
+
+
+def extra_devices(table: pd.DataFrame) -> np.ndarray:
+    """Per row, the devices its reading summed beyond those the run used (``metered_devices -
+    num_devices``; 0 where ``metered_devices`` is null or absent)."""
+    if "metered_devices" not in table.columns or not len(table):
+        return np.zeros(len(table))
+    metered = pd.to_numeric(table["metered_devices"], errors="coerce").to_numpy(float)
+    used = pd.to_numeric(table["num_devices"], errors="coerce").to_numpy(float)
+    return np.where(np.isfinite(metered) & np.isfinite(used), np.maximum(metered - used, 0.0), 0.0)
+
+
+def node_wide(table: pd.DataFrame) -> np.ndarray:
+    """Whether each row's power reading sums devices the run did not use (its energy is not the run's)."""
+    return extra_devices(table) > 0
+
+
+def unused_idle_w(table: pd.DataFrame) -> np.ndarray:
+    """Per row, the static power (W) of the devices its reading summed beyond those the run used:
+    :func:`extra_devices` times the catalog's static power of the device
+    (:func:`llmco2.specs.gpus.static_power_w`, read with a model loaded: Gaudi2 88 W, H100 SXM 120 W);
+    0 elsewhere. For comparisons at a reading's scope."""
+    extra = extra_devices(table)
+    out = np.zeros(len(table))
+    rows = np.flatnonzero(extra > 0)
+    if len(rows):
+        devices = table["device"].astype(str).to_numpy()[rows]
+        idle = {d: static_power_w(d)[0] for d in set(devices)}
+        out[rows] = extra[rows] * np.array([idle[d] for d in devices])
+    return out
