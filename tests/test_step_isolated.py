@@ -10,7 +10,7 @@ import pytest
 
 from llmco2.data.schema import conform
 from llmco2.physics.step_fit import fit_step_params
-from llmco2.physics.step_isolated import fit_isolated, fit_isolated_rows, isolated_rows
+from llmco2.physics.step_isolated import fit_isolated, fit_isolated_rows, isolated_rows, tensor_parallel_engines
 from llmco2.physics.step_physics import EngineOverhead, StepParams
 
 TRUTH = StepParams(eta_compute=0.55, eta_memory=0.75, kernel_gap_s=3e-6, collective_s=20e-6, power_base=0.15,
@@ -116,3 +116,23 @@ def test_a_batch_whose_kv_cache_does_not_fit_runs_in_waves_of_the_sequences_that
     lat, energy = iso.cost(TRUTH)
     assert lat[0] == pytest.approx(3.2 * lat[1]) and energy[0] == pytest.approx(3.2 * energy[1])
     assert lat[2] < lat[0]  # the static batch of 64 is costed as if it all ran at once
+
+
+def test_an_engines_latency_per_all_reduce_is_its_own_where_its_isolated_runs_were_tensor_parallel():
+    """Tensor-parallel runs of one engine (2 and 4 H100s under TensorRT-LLM, 0.3 ms per all-reduce) beside
+    single-GPU runs of another (vLLM): the isolated fit sets TensorRT-LLM's own latency per all-reduce and keeps
+    the global one, which no other row could tell, at its base value; vLLM's is not fitted."""
+    truth = replace(TRUTH, collective_s=StepParams().collective_s,
+                    engines={**TRUTH.engines, "tensorrt-llm": EngineOverhead(1e-3, 40e-6, 2e-6, True, collective_s=300e-6)})
+    single = _table()
+    tp = pd.concat([_table().assign(num_devices=n, tensor_parallel=n, engine="tensorrt-llm", model=m)
+                    for n in (2, 4) for m in ("llama3.1-8b", "llama2-13b")], ignore_index=True)  # 32 and 40 layers
+    table = conform(pd.concat([single, tp], ignore_index=True).assign(source_row=[str(i) for i in range(len(single) + len(tp))]))
+    iso = isolated_rows(table)
+    table["latency_s"], table["energy_j"] = iso.cost(truth)
+    iso = isolated_rows(table)
+    assert tensor_parallel_engines(iso, np.ones(len(iso.rows), dtype=bool)) == ["tensorrt-llm"]
+    fitted = fit_isolated_rows(iso)
+    assert fitted.collective_s == StepParams().collective_s
+    assert fitted.engine("tensorrt-llm").collective_s == pytest.approx(300e-6, rel=0.2)
+    assert fitted.engine("vllm-v0").collective_s == TRUTH.engines["vllm-v0"].collective_s

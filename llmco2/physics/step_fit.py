@@ -42,19 +42,21 @@ class Observation:
     weight: float = 1.0
 
 
-def _engine_fields(oh: EngineOverhead, online: bool, power: bool = False) -> tuple[str, ...]:
+def _engine_fields(oh: EngineOverhead, online: bool, power: bool = False, collective: bool = False) -> tuple[str, ...]:
     """Fitted overheads of an engine: the per-kernel launch cost only where the host launches
     every kernel (no CUDA graphs; with graphs it never binds), the online front end's cost only
-    where serving rows ran the engine (``online``), the GPU work per sequence only where serving
-    rows of the engine measured power (``power``: only a measured power tells GPU work from host
-    time; isolated runs' energies and serving rows' J per token did not pin it)."""
+    where serving rows ran the engine (``online``), its own latency per all-reduce there or where
+    its isolated runs were tensor-parallel (``collective``), the GPU work per sequence only where
+    serving rows of the engine measured power (``power``: only a measured power tells GPU work from
+    host time; isolated runs' energies and serving rows' J per token did not pin it)."""
     return ("step_s", "sequence_s", *(() if oh.cuda_graphs else ("launch_s",)),
-            *(("serving_sequence_s", "collective_s", "serving_worker_s") if online else ()),
+            *(("serving_sequence_s", "collective_s", "serving_worker_s") if online else
+              ("collective_s",) if collective else ()),
             *(("sequence_bytes",) if power else ()))
 
 
 def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str], online: Sequence[str], power: Sequence[str],
-          bounds: Mapping[str, tuple[float, float]] = BOUNDS) -> tuple[Array, Array, Array]:
+          bounds: Mapping[str, tuple[float, float]] = BOUNDS, collective: Sequence[str] = ()) -> tuple[Array, Array, Array]:
     x, lo, hi = [], [], []
     for n in names:
         v, (a, b) = getattr(p, n), bounds[n]
@@ -64,7 +66,7 @@ def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str], online: S
         hi.append(np.log(b) if n in LOG_SCALE else b)
     for e in engines:
         oh = p.engine(e)
-        for f in _engine_fields(oh, e in online, e in power):
+        for f in _engine_fields(oh, e in online, e in power, e in collective):
             a, b = ENGINE_BOUNDS[f]
             x.append(np.log(min(max(getattr(oh, f), a * 1.0001), b * 0.9999)))
             lo.append(np.log(a))
@@ -73,13 +75,13 @@ def _pack(p: StepParams, names: Sequence[str], engines: Sequence[str], online: S
 
 
 def _unpack(x: Array, base: StepParams, names: Sequence[str], engines: Sequence[str], online: Sequence[str],
-            power: Sequence[str]) -> StepParams:
+            power: Sequence[str], collective: Sequence[str] = ()) -> StepParams:
     kw = {n: float(np.exp(x[i]) if n in LOG_SCALE else x[i]) for i, n in enumerate(names)}
     eng = dict(base.engines)
     j = len(names)
     for e in engines:
         oh = base.engine(e)
-        fields = _engine_fields(oh, e in online, e in power)
+        fields = _engine_fields(oh, e in online, e in power, e in collective)
         values = {f: float(np.exp(x[j + i])) for i, f in enumerate(fields)}
         eng[e] = replace(oh, **values)
         j += len(fields)
@@ -91,22 +93,26 @@ def fit_step_params(observations: Sequence[Observation], fit_engines: Sequence[s
                     names: Sequence[str] = tuple(BOUNDS), source: str = "",
                     online_engines: Sequence[str] | None = None,
                     bounds: Mapping[str, tuple[float, float]] | None = None,
-                    power_engines: Sequence[str] = ()) -> tuple[StepParams, dict[str, float]]:
+                    power_engines: Sequence[str] = (),
+                    collective_engines: Sequence[str] = ()) -> tuple[StepParams, dict[str, float]]:
     """Fitted constants and, per observation group, the median absolute percentage error after the fit.
     ``online_engines``: engines whose online front-end cost is fitted too (those that serving rows
     ran; default all of ``fit_engines``); ``bounds``: replaces entries of :data:`BOUNDS`;
     ``power_engines``: engines whose GPU work per sequence is fitted too (those that serving rows
-    with a measured power ran; default none)."""
+    with a measured power ran; default none); ``collective_engines``: engines whose own latency per
+    all-reduce is fitted too (those whose isolated runs were tensor-parallel; an online engine's
+    always is)."""
     online = list(fit_engines if online_engines is None else online_engines)
     power = [e for e in power_engines if e in online]
     base = base or StepParams()
     obs = [o for o in observations if len(o.measured)]
     if not obs:
         raise ValueError("no observations to fit the step physics on")
-    x0, lo, hi = _pack(base, names, fit_engines, online, power, {**BOUNDS, **(bounds or {})})
+    collective = [e for e in collective_engines if e in fit_engines]
+    x0, lo, hi = _pack(base, names, fit_engines, online, power, {**BOUNDS, **(bounds or {})}, collective)
 
     def residuals(x: Array) -> Array:
-        p = _unpack(x, base, names, fit_engines, online, power)
+        p = _unpack(x, base, names, fit_engines, online, power, collective)
         parts = []
         for o in obs:
             pred = np.maximum(o.predict(p), 1e-12)
@@ -117,7 +123,7 @@ def fit_step_params(observations: Sequence[Observation], fit_engines: Sequence[s
         return np.concatenate(parts)
 
     res = least_squares(residuals, x0, bounds=(lo, hi), max_nfev=400)
-    fitted = _unpack(res.x, base, names, fit_engines, online, power)
+    fitted = _unpack(res.x, base, names, fit_engines, online, power, collective)
     fitted = replace(fitted, source=source or fitted.source)
     report = {o.name: float(np.median(np.abs(o.predict(fitted) / o.measured - 1.0)) * 100) for o in obs}
     log.info("step physics fit: %s", ", ".join(f"{k} {v:.1f}%" for k, v in report.items()))

@@ -176,6 +176,16 @@ def resident_sequences(data: EnergyData, engines: list[str], phase: np.ndarray) 
     return np.where(paged, fit, batch)
 
 
+def tensor_parallel_engines(iso: IsolatedRows, mask: np.ndarray, min_rows: int = 5) -> list[str]:
+    """Engines with at least ``min_rows`` tensor-parallel isolated rows under ``mask``: their own
+    latency per all-reduce is fitted (:func:`fit_isolated_rows`)."""
+    collectives = np.asarray(iso.decode.collectives) > 0
+    engines = np.asarray(iso.decode.engines, dtype=object)
+    sel = np.asarray(mask, dtype=bool) & collectives
+    names, counts = np.unique(engines[sel], return_counts=True) if sel.any() else (np.array([]), np.array([]))
+    return sorted(str(e) for e, c in zip(names, counts, strict=True) if c >= min_rows)
+
+
 def row_key(table: pd.DataFrame) -> list[str]:
     """The columns that name one measured row of a canonical table: its source, file, row and
     phase (two files of one source, such as the collected ones, number their rows alike)."""
@@ -222,7 +232,7 @@ def fit_isolated_rows(iso: IsolatedRows, mask: np.ndarray | None = None, source:
     mask = np.ones(len(iso.rows), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
     engines = sorted({iso.decode.engines[i] for i in np.flatnonzero(mask)})
     fitted, report = fit_step_params(iso.observations(mask), engines, source=source or "isolated runs", online_engines=[],
-                                     names=tuple(n for n in BOUNDS if n not in ("eta_expert", "power_busy")),
-                                     bounds=ISOLATED_BOUNDS)
+                                     names=tuple(n for n in BOUNDS if n not in ("eta_expert", "power_busy", "collective_s")),
+                                     bounds=ISOLATED_BOUNDS, collective_engines=tensor_parallel_engines(iso, mask))
     log.info("step constants fitted on %d isolated rows: %s", int(mask.sum()), report)
     return fitted

@@ -116,6 +116,9 @@ def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
     split = make_split(table, cfg.split)
     split.save(table, out)
     parts = {p: energy_data(split.frame(table, p)) for p in split.parts}
+    if "test" in parts and not len(parts["test"].energy_j):
+        why = "; ".join(f"{n} rows: {r}" for r, n in parts["test"].excluded.items()) or "no rows"
+        raise InvalidInputError(f"split {split.name} leaves no test row with a usable energy ({why})", field="split.holdout")
     model = instantiate(cfg.model.predictor, "model.predictor")
     if hasattr(model, "history"):  # the GNN: last and best checkpoints after every epoch; resume=true continues
         model.fit(parts["train"], parts.get("val"), progress=True, checkpoint_dir=out / "checkpoints",
