@@ -102,13 +102,6 @@ def kv_cache_bytes_per_gpu(b: LayerBatch) -> Array:
                     / (b.num_gpus / groups))
 
 
-def sequences_that_fit(b: LayerBatch, memory_share: float) -> Array:
-    """Per request, how many of its ``batch`` sequences a paged KV cache holds at once
-    (:func:`sequences_at_once` of its weights and caches per GPU)."""
-    return sequences_at_once(X.weight_bytes_per_gpu(b), kv_cache_bytes_per_gpu(b), b.mem_capacity_bytes, b.batch,
-                             memory_share)
-
-
 def sequences_at_once(weight_bytes: Any, cache_bytes: Any, memory_bytes: Any, batch: Any, memory_share: float) -> Array:
     """How many of ``batch`` sequences whose caches take ``cache_bytes`` at their full length (all
     of them, per GPU) a paged KV cache holds at once beside ``weight_bytes`` of weights, in

@@ -128,7 +128,7 @@ def memory_note(weight_bytes: float, cache_bytes: float, gpu: Any, num_gpus: int
     sequences at their full length) do not fit the memory of each of its ``num_gpus`` GPUs
     ``gpu`` (the words of the single ``llmco2 predict``); under an engine that pages its cache
     (``paged``), that the batch runs in waves of the sequences that fit (as the prediction costs
-    it: :func:`llmco2.physics.step_prior.paged_waves`); empty when it fits and runs at once."""
+    it: :attr:`llmco2.physics.priors.PhaseInputs.at_once`); empty when it fits and runs at once."""
     at_once = float(sequences_at_once(weight_bytes, cache_bytes, gpu.memory_bytes, batch, GPU_MEMORY_UTILIZATION)) \
         if paged else float(batch)
     if at_once < batch:

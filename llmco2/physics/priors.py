@@ -47,7 +47,7 @@ from numpy.typing import NDArray
 
 from llmco2.analytic.experts import rank_batch
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis
-from llmco2.analytic.model import ModelTotals
+from llmco2.analytic.model import ModelTotals, sequences_at_once
 from llmco2.analytic.quantised import kernel_launches
 from llmco2.analytic.table import RequestTable, distinct_rows, object_codes, value_codes
 from llmco2.errors import InvalidInputError
@@ -55,7 +55,8 @@ from llmco2.physics.hardware_rows import HardwareRows
 from llmco2.physics.link_rows import collectives_per_layer
 from llmco2.physics.step_bounds import BOUNDS, ENGINE_BOUNDS, FIXED_RANGES
 from llmco2.physics.step_physics import GLOBAL_PARAMS, StepParams
-from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids
+from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids, get_engine
+from llmco2.specs.engines import GPU_MEMORY_UTILIZATION
 from llmco2.specs.gpus import static_power_w
 
 Item = tuple[ModelArch, Request, GPU]
@@ -162,13 +163,17 @@ class PhaseInputs:
     devices: list[str] = field(default_factory=list)  # [n] GPU ids
     groups: list[str] = field(default_factory=list)  # [n] "edge" or "datacentre"
     hardware: HardwareRows | None = None  # what each request's GPU draws power for besides its work
+    # [n] sequences that run at once: the batch, or under an engine that pages its KV cache the
+    # sequences whose caches fit beside the weights (llmco2.analytic.model.sequences_at_once)
+    at_once: NDArray[np.float64] | None = None
 
     def take(self, idx: NDArray[np.int64]) -> PhaseInputs:
         """The requests at ``idx``."""
         pick = [list(np.asarray(v, dtype=object)[idx]) for v in (self.engines, self.devices, self.groups)]
         return PhaseInputs(self.roofline_s[idx], self.compute_s[idx], self.memory_s[idx], self.steps[idx], self.kernels[idx],
                            self.sequences[idx], self.collectives[idx], self.num_gpus[idx], self.tdp_w[idx],
-                           self.idle_w[idx], *pick, self.hardware.take(idx) if self.hardware is not None else None)
+                           self.idle_w[idx], *pick, self.hardware.take(idx) if self.hardware is not None else None,
+                           self.at_once[idx] if self.at_once is not None else None)
 
     @classmethod
     def build(cls, items: Sequence[Item] | RequestTable, analysis: LayerAnalysis, totals: ModelTotals) -> PhaseInputs:
@@ -187,7 +192,18 @@ class PhaseInputs:
         hardware = HardwareRows.of(list(gpus)).take(np.asarray(gpu_code).reshape(-1))
         return cls(roof, comp.astype(np.float64), mem.astype(np.float64), steps, kernels, rank_batch(b).astype(np.float64),
                    collectives, b.num_gpus.astype(np.float64), b.tdp_w.astype(np.float64), hardware.idle_w, _spread(engines, engine_code), _spread([g.id for g in gpus], gpu_code),
-                   _spread([device_group(g) for g in gpus], gpu_code), hardware)
+                   _spread([device_group(g) for g in gpus], gpu_code), hardware, _at_once(b, totals, engines, engine_code))
+
+
+def _at_once(b: Any, totals: ModelTotals, engines: Sequence[str], engine_code: NDArray[np.int64]) -> NDArray[np.float64]:
+    """:attr:`PhaseInputs.at_once` of the layer batch ``b`` with ``totals``; engine ids by code."""
+    batch = np.asarray(b.batch, dtype=np.float64)
+    paged = np.array([get_engine(e).continuous_batching for e in engines], dtype=bool)
+    if not paged.any():
+        return batch
+    fit = sequences_at_once(totals.weight_bytes_per_gpu, totals.kv_cache_bytes_per_gpu, b.mem_capacity_bytes, batch,
+                            GPU_MEMORY_UTILIZATION)
+    return np.where(paged[np.asarray(engine_code).reshape(-1)], fit, batch)
 
 
 def row_values(per_config: NDArray[np.float64], config: NDArray[np.int64], phase: NDArray[np.int64]) -> NDArray[np.float64]:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from llmco2.analytic.model import sequences_that_fit
+from llmco2.analytic.model import sequences_at_once
 from llmco2.data.dataset import EnergyData, energy_data
 from llmco2.data.scope import node_wide
 from llmco2.data.usable import usable_rows
@@ -169,8 +169,9 @@ def resident_sequences(data: EnergyData, engines: list[str], phase: np.ndarray) 
     resident as the cache holds at their full length ``P + G`` beside the weights
     (:data:`llmco2.specs.engines.GPU_MEMORY_UTILIZATION` of the GPU's memory), the rest waiting for
     them; all ``B`` where they fit, and in a prefill row or under an engine that batches statically."""
-    analysis, _ = data.analysis()
-    fit = sequences_that_fit(analysis.batch, GPU_MEMORY_UTILIZATION)[data.config]
+    analysis, totals = data.analysis()
+    fit = sequences_at_once(totals.weight_bytes_per_gpu, totals.kv_cache_bytes_per_gpu, analysis.batch.mem_capacity_bytes,
+                            analysis.batch.batch, GPU_MEMORY_UTILIZATION)[data.config]
     batch = np.array([data.items[c][1].batch_size for c in data.config], dtype=float)
     paged = np.array([get_engine(e).continuous_batching for e in engines], dtype=bool) & (phase != "prefill")
     return np.where(paged, fit, batch)

@@ -20,15 +20,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from llmco2.analytic.layer import LayerAnalysis, LayerBatch, analyze_layers
-from llmco2.analytic.model import sequences_that_fit
+from llmco2.analytic.layer import LayerAnalysis, analyze_layers
 from llmco2.errors import InvalidInputError
 from llmco2.file_checks import parse_json
 from llmco2.physics.hardware_rows import HardwareRows
 from llmco2.physics.priors import PHASE_NAMES, PhaseInputs, check_step_params
 from llmco2.physics.step_physics import StepParams, overhead_arrays, shapes_of, step_cost
-from llmco2.specs import get_engine
-from llmco2.specs.engines import GPU_MEMORY_UTILIZATION
 
 Array = NDArray[np.float64]
 #: Device group whose rows take the step physics as their prior.
@@ -38,13 +35,14 @@ STEP_GROUP = "datacentre"
 def step_phase_cost(params: StepParams, analysis: LayerAnalysis, x: PhaseInputs) -> tuple[Array, Array]:
     """``([n, 2] energy of all GPUs (J), [n, 2] latency (s))`` of the prefill and decode phases
     of the requests of ``analysis`` (their :class:`PhaseInputs` ``x``); an empty decode phase (one
-    generated token) is 0. A batch whose KV cache does not fit beside the weights under a
-    continuous-batching engine runs as waves of the sequences that fit (:func:`paged_waves`), as
-    the isolated runs the constants were fitted on are costed
+    generated token) is 0. A batch whose KV cache does not fit beside the weights under an engine
+    that pages it runs as ``batch / at_once`` waves of the sequences that fit
+    (:attr:`PhaseInputs.at_once`), as the isolated runs the constants were fitted on are costed
     (:func:`llmco2.physics.step_isolated.resident_sequences`)."""
     assert x.hardware is not None, "PhaseInputs.build gives every request its hardware rows"
     energy, latency = _phase_costs(params, analysis, x.steps, x.engines, x.hardware)
-    fit, waves = paged_waves(analysis.batch, x.engines)
+    fit = np.asarray(analysis.batch.batch, dtype=np.float64) if x.at_once is None else x.at_once
+    waves = np.asarray(analysis.batch.batch, dtype=np.float64) / np.maximum(fit, 1.0)
     waved = np.flatnonzero(waves > 1.0)
     if len(waved):
         sub = analyze_layers(replace(analysis.batch.take(waved), batch=fit[waved]))
@@ -65,22 +63,6 @@ def _phase_costs(params: StepParams, analysis: LayerAnalysis, steps: Array, engi
         latency[:, j] = c.time_s * steps[:, j]
         energy[:, j] = c.energy_j * steps[:, j]
     return energy, latency
-
-
-def paged_waves(b: LayerBatch, engines: list[str]) -> tuple[Array, Array]:
-    """``(sequences at once [n], waves [n])`` of requests ``b`` served by ``engines`` (ids): an
-    engine that batches continuously (``continuous_batching`` in the engine catalog) keeps the
-    sequences whose KV cache fits beside the weights in
-    :data:`~llmco2.specs.engines.GPU_MEMORY_UTILIZATION` of the memory
-    (:func:`~llmco2.analytic.model.sequences_that_fit`) and runs the batch in
-    ``batch / sequences`` waves of them; any other engine runs the whole batch once."""
-    batch = np.asarray(b.batch, dtype=np.float64)
-    paging = {e: get_engine(e).continuous_batching for e in set(engines)}
-    if not any(paging.values()):
-        return batch, np.ones(len(batch))
-    paged = np.fromiter((paging[e] for e in engines), dtype=bool, count=len(engines))
-    fit = np.where(paged, sequences_that_fit(b, GPU_MEMORY_UTILIZATION), batch)
-    return fit, batch / np.maximum(fit, 1.0)
 
 
 def read_step_params(path: str | Path) -> StepParams:
