@@ -78,3 +78,35 @@ def test_argonne_gaudi2_readings_sum_the_node(shared_data: Path) -> None:
         return float((gaudi["energy_j"][sel].astype(float) / gaudi["latency_s"][sel].astype(float) / n).median())
 
     assert per_card(2) / per_card(4) > 1.6
+
+
+class _Fixed:
+    """A predictor of 1,000 J, 800-1,300 J interval (and, timed, 3 s) per row."""
+
+    def predict_row_intervals(self, data):
+        n = len(data.config)
+        return np.full(n, 1000.0), np.full(n, 800.0), np.full(n, 1300.0)
+
+
+class _Timed(_Fixed):
+    def predict_row_latency(self, data):
+        return np.full(len(data.config), 3.0)
+
+
+def test_a_node_wide_test_reading_is_compared_at_its_scope(tmp_path: Path) -> None:
+    """In a held-out test part a node-wide reading is kept and compared with the prediction plus the unused cards'
+    static power over the predicted time (the measured time for a predictor that predicts none)."""
+    from llmco2.training.experiment import predictions_frame
+
+    old = "943daf64 (superseded)"
+    path = tmp_path / "argonne.csv"
+    path.write_text("\n".join([HEADER, line(old, "Nvidia H100 GPU", 2, 900.0, "W"), line(old, "Nvidia H100 GPU", 4, 1500.0, "W")])
+                    + "\n", encoding="utf-8")
+    data = energy_data(import_file("argonne", path).table, node_wide_readings=True)
+    assert len(data.config) == 2
+    idle = 2 * static_power_w("h100-sxm")[0]
+    frame = predictions_frame(_Timed(), data)
+    np.testing.assert_allclose(frame["predicted_j"], [1000.0 + idle * 3.0, 1000.0])  # over its predicted 3 s
+    np.testing.assert_allclose(frame["low_j"], [800.0 + idle * 3.0, 800.0])
+    np.testing.assert_allclose(frame["ape"], np.abs(frame["predicted_j"] / np.array([1800.0, 3000.0]) - 1.0))
+    np.testing.assert_allclose(predictions_frame(_Fixed(), data)["predicted_j"], [1000.0 + idle * 2.0, 1000.0])  # the measured 2 s

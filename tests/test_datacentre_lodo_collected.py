@@ -90,11 +90,10 @@ def test_lodo_datacenter_holds_out_eight_datacentre_gpus() -> None:
     assert v1.assume_prompt_tokens == 125 and v1.round_mean_tokens
 
 
-def test_experiment_config_lists_every_gpu_with_energy_rows() -> None:
-    """The eight data-centre GPUs but Gaudi2, whose every reading sums the node's eight cards (no energy target)."""
+def test_experiment_config_lists_the_eight_gpus() -> None:
     text = (CONF_DIR / "experiment" / "lodo_datacenter.yaml").read_text()
     line = next(x for x in text.splitlines() if x.strip().startswith("split.holdout:"))
-    assert set(line.split(":", 1)[1].strip().split(",")) == EIGHT - {"gaudi2"}
+    assert set(line.split(":", 1)[1].strip().split(",")) == EIGHT
 
 
 def test_summary_per_group_and_mean(tmp_path: Path) -> None:

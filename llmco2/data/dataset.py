@@ -141,14 +141,15 @@ def _row_item(row: pd.Series, models: dict, gpus: dict) -> tuple[ModelArch, Requ
     return base, req, gpu
 
 
-def energy_data(table: pd.DataFrame, require_energy: bool = True) -> EnergyData:
+def energy_data(table: pd.DataFrame, require_energy: bool = True, node_wide_readings: bool = False) -> EnergyData:
     """Model the rows of a canonical table; rows without positive energy (when required) or that
     cannot be analysed are excluded and counted; readings that sum devices besides those each
-    run used are excluded when energy is required (:func:`llmco2.data.scope.node_wide`)."""
+    run used are excluded when energy is required (:func:`llmco2.data.scope.node_wide`), unless
+    ``node_wide_readings`` keeps them (a test part compared at each reading's scope)."""
     excluded: dict[str, int] = {}
     keep = np.ones(len(table), dtype=bool)
     if require_energy:
-        wide = node_wide(table)
+        wide = node_wide(table) & (not node_wide_readings)
         if wide.any():
             excluded[NODE_WIDE_REASON] = int(wide.sum())
         keep &= ~wide

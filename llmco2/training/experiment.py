@@ -17,13 +17,15 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from llmco2.data.dataset import EnergyData, energy_data
 from llmco2.data.paths import find_shared_data
+from llmco2.data.scope import unused_idle_w
 from llmco2.data.splits import Split, co2meter_trace_vs_uniform, leave_one_out, random_split
 from llmco2.data.usable import family, held_out_only_rows, load_rows
 from llmco2.errors import InvalidInputError
@@ -78,8 +80,19 @@ def _metrics(frame: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
+@runtime_checkable
+class LatencyPredictor(Protocol):
+    """A predictor that also predicts each row's time (the GNN), so that a node-wide reading can be
+    compared at its scope."""
+
+    def predict_row_latency(self, data: EnergyData) -> NDArray[np.float64]: ...
+
+
 def predictions_frame(model: Any, data: EnergyData) -> pd.DataFrame:
-    """Rows of ``data`` with the model's prediction and the error."""
+    """Rows of ``data`` with the model's prediction and the error. A reading that sums devices the
+    run did not use (:func:`llmco2.data.scope.node_wide`) is compared at its scope: the prediction
+    (and its interval) plus those devices' static power over the predicted time
+    (``unused_idle_w``), over the measured time for a predictor that predicts none."""
     frame = data.table[["source", "source_file", "source_row", "device", "model", "batch_size", "prompt_tokens",
                         "generated_tokens", "phase", "energy_j"]].copy()
     frame["family"] = frame["model"].astype(str).map(family)
@@ -88,6 +101,19 @@ def predictions_frame(model: Any, data: EnergyData) -> pd.DataFrame:
     else:
         frame["predicted_j"] = model.predict_rows(data)
     frame["engine"] = [data.items[c][1].engine for c in data.config]
+    idle = unused_idle_w(data.table)
+    frame["unused_idle_w"] = idle
+    if (idle > 0).any():
+        if isinstance(model, LatencyPredictor):
+            seconds = model.predict_row_latency(data)
+        else:  # the reading's own time: the same as taking the unused devices' idle out of the reading
+            seconds = pd.to_numeric(data.table["latency_s"], errors="coerce").to_numpy(float)
+            log.info("%d node-wide readings compared at their scope over their measured time (%s predicts none)",
+                     int((idle > 0).sum()), type(model).__name__)
+        extra = idle * np.nan_to_num(seconds)
+        for col in ("predicted_j", "low_j", "high_j"):
+            if col in frame:
+                frame[col] = frame[col] + extra
     frame["ape"] = np.abs(frame["predicted_j"] - frame["energy_j"]) / frame["energy_j"]
     return frame
 
@@ -115,7 +141,7 @@ def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
         log.info("left out %s", ", ".join(f"{n} rows: {r}" for r, n in left.items()))
     split = make_split(table, cfg.split)
     split.save(table, out)
-    parts = {p: energy_data(split.frame(table, p)) for p in split.parts}
+    parts = {p: energy_data(split.frame(table, p), node_wide_readings=p == "test") for p in split.parts}
     if "test" in parts and not len(parts["test"].energy_j):
         why = "; ".join(f"{n} rows: {r}" for r, n in parts["test"].excluded.items()) or "no rows"
         raise InvalidInputError(f"split {split.name} leaves no test row with a usable energy ({why})", field="split.holdout")

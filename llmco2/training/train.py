@@ -304,6 +304,10 @@ class GNNPredictor:
         return tuple(phase_energy(a[data.config], data.phase)  # type: ignore[return-value]
                      for a in (out.energy_j, out.energy_low_j, out.energy_high_j))
 
+    def predict_row_latency(self, data: EnergyData) -> NDArray[np.float64]:
+        """Predicted time (s) of each row's phase (a whole-request row sums the phases)."""
+        return phase_energy(self.predict(data).latency_s[data.config], data.phase)
+
     # -- checkpoints ---------------------------------------------------------------------------------
     def save(self, path: str | Path, extra_tensors: dict[str, Any] | None = None,
              extra_meta: dict[str, Any] | None = None) -> Path:
