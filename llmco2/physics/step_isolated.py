@@ -226,6 +226,10 @@ def fit_isolated_rows(iso: IsolatedRows, mask: np.ndarray | None = None, source:
     """Step constants fitted on the isolated rows under ``mask`` (default: all) with
     :func:`fit_isolated`'s settings (no expert efficiency, no busy power, :data:`ISOLATED_BOUNDS`),
     and the overheads of the engines those rows ran (every other engine keeps its catalog priors).
+    The latency per all-reduce is each engine's own where its rows were tensor-parallel
+    (:func:`tensor_parallel_engines`); the global figure keeps its base value: fitted, it was set by
+    whichever engine's multi-GPU rows a split left (Gaudi2's under optimum-habana when the H100 was
+    held out) and reached its 200 us bound in one seed of three.
     A leave-one-GPU-out fit passes the mask of every other GPU's rows."""
     from llmco2.physics.step_bounds import BOUNDS
     from llmco2.physics.step_fit import fit_step_params
