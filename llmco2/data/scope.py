@@ -5,16 +5,19 @@ Some sources read power with node-wide probes that sum every accelerator of the 
 table, :mod:`llmco2.data.importers.argonne`). llmco2 predicts the energy of the devices a request
 runs on, and the idle draw of cards that hold no model is not known well enough to take out: with
 the catalog's static power of a card with a model loaded (Gaudi2 88 W), Argonne's Gaudi2 runs would
-draw 150-170 W per used card on one, two and four cards, a third of what the same physics gives the
-A100s and H100s for the same work; a lower idle gives any other split. So such a row keeps its
-latency (the time is the run's) and its energy is not used: no fit of power and no energy target
-or evaluation reads it (:func:`node_wide`; :func:`llmco2.data.dataset.energy_data` and
+draw 150-170 W per used card on one, two and four cards, about half of what the same physics gives
+the A100s and H100s for the same work, and less than a working card's HBM2e access energy allows
+(which bounds the unused cards at about 80 W); a lower idle gives any other split. So such a row
+keeps its latency (the time is the run's) and its energy is not used: no fit of power and no
+training target reads it (:func:`node_wide`; :func:`llmco2.data.dataset.energy_data` and
 :func:`llmco2.physics.step_isolated.isolated_rows` leave it out). Left in, read as the used cards'
 energy, they pull the shared constants: left out, the step physics fitted without each held-out GPU
 went from 10.4% to 9.6% mean median APE of energy and from 8.6% to 7.4% of power over the A100-40GB,
-A100-80GB, A40 and H100 (``experiments/step_lodo.py``; the H100's 60 two-card rows read over four
-leave its comparison with them). A comparison at the reading's scope can still add the unused
-cards' idle to a prediction (:func:`unused_idle_w`, ``experiments/ranking_benchmark.py``).
+A100-80GB, A40 and H100 (``experiments/step_lodo.py``, judged on the rows read at the devices they
+used). Held out, a node-wide reading is compared at its scope: the prediction plus the unused
+devices' static power over the predicted time (:func:`unused_idle_w`;
+:func:`llmco2.training.experiment.predictions_frame`, ``experiments/step_lodo.py``,
+``experiments/ranking_benchmark.py``).
 """
 
 from __future__ import annotations
