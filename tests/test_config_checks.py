@@ -55,3 +55,21 @@ def test_bad_sample_settings(override: str, tmp_path: Path) -> None:
 def test_train_config_refuses_wrong_types_and_ranges(kwargs: dict) -> None:
     with pytest.raises(InvalidInputError, match=next(iter(kwargs))):
         TrainConfig(**kwargs)
+
+
+def test_a_held_out_device_without_a_usable_energy_is_one_line(tmp_path: Path) -> None:
+    """Leave one device out where the held-out device's rows carry no energy: exit with the reason, not a traceback
+    in the metrics."""
+    import pandas as pd
+
+    from llmco2.data.schema import conform, write_table
+
+    rows = [{"source": "llmco2", "source_row": i + 1, "device": device, "num_devices": 1, "engine": "vllm",
+             "model": "llama3.1-8b", "batch_size": 1, "prompt_tokens": 128 * (i + 1), "generated_tokens": 64,
+             "phase": "total", "level": "request", "energy_j": energy, "latency_s": 1.0}
+            for i, (device, energy) in enumerate([("a40", 100.0)] * 6 + [("h100-sxm", None)] * 3)]
+    path = tmp_path / "rows.csv"
+    write_table(conform(pd.DataFrame(rows)), path)
+    cfg = _compose("train", ["split=leave_device", "split.holdout=h100-sxm", "data.sources=[{format:canonical,path:'" + str(path) + "'}]"])
+    with pytest.raises(InvalidInputError, match="leaves no test row with a usable energy.*no positive measured energy"):
+        train(cfg, tmp_path / "run")
