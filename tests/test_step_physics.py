@@ -306,3 +306,29 @@ def test_gpu_work_per_sequence_lengthens_the_step_as_memory_bound_kernels_and_dr
     assert StepParams.from_dict(raw).engine("vllm").sequence_bytes == 1e6
     del raw["engines"]["vllm"]["sequence_bytes"]
     assert StepParams.from_dict(raw).engine("vllm").sequence_bytes == 0.0
+
+
+def test_weight_only_low_bit_gemms_run_at_their_share_of_the_compute_rate_where_compute_binds() -> None:
+    """AWQ (4-bit weights, 16-bit arithmetic): at batch 1 the linear layers stream the packed weights (memory-bound, as
+    fast as the 16-bit path allows for a quarter of the bytes); at batch 512 of a prefill they are compute-bound and
+    run at WEIGHT_ONLY_COMPUTE_RATE of the 16-bit GEMM's rate, so slower than fp16 weights; the operations and so their
+    arithmetic energy are the same."""
+    from llmco2.physics.step_physics import LINEAR_SLOT_INDEX, kernel_seconds
+    from llmco2.specs.quantisation import WEIGHT_ONLY_COMPUTE_RATE
+
+    arch, gpu = get_model("llama3.1-8b"), get_gpu("a100-80gb")
+    p = StepParams()
+
+    def linear_seconds(batch: int, quantisation: str | None, phase: str) -> tuple[float, float]:
+        req = Request(batch_size=batch, prompt_tokens=512, generated_tokens=2, engine="vllm", quantisation=quantisation)
+        x = step_shapes([(arch, req, gpu)], phase)
+        k = kernel_seconds(x.compute_s, x.memory_s, x.moe, p, x.linear_rate)[0, LINEAR_SLOT_INDEX].sum()
+        return float(k), float(x.compute_s[0, LINEAR_SLOT_INDEX].sum())
+
+    fp16_small, _ = linear_seconds(1, None, "decode")
+    awq_small, _ = linear_seconds(1, "awq", "decode")
+    assert awq_small < 0.5 * fp16_small
+    fp16_big, ops_fp16 = linear_seconds(512, None, "prefill")
+    awq_big, ops_awq = linear_seconds(512, "awq", "prefill")
+    assert ops_awq == pytest.approx(ops_fp16)
+    assert awq_big == pytest.approx(fp16_big / WEIGHT_ONLY_COMPUTE_RATE, rel=1e-6)

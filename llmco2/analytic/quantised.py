@@ -55,9 +55,11 @@ from llmco2.specs.quantisation import QUANT_PATHS
 Array = NDArray[np.float64]
 #: Kernel slots of the layer DAG that hold quantised linear layers (the MoE router stays 16-bit).
 LINEAR_SLOTS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj", "gate_proj", "up_proj", "down_proj")
-#: Codes of the bitsandbytes paths in :data:`llmco2.specs.quantisation.QUANT_PATHS`.
+#: Codes of the kernel paths in :data:`llmco2.specs.quantisation.QUANT_PATHS`.
 BNB_INT8 = float(QUANT_PATHS.index("bnb-int8"))
 BNB_4BIT = float(QUANT_PATHS.index("bnb-4bit"))
+NATIVE = float(QUANT_PATHS.index("native"))
+WEIGHT_ONLY = float(QUANT_PATHS.index("weight-only"))
 #: Bytes per weight the 4-bit path adds when it dequantises: the 16-bit matrix written, then read by the GEMM.
 DEQUANT_BYTES_PER_WEIGHT = 2.0 + 2.0
 #: Operations per weight of ``dequantize_4bit``: a code-book look-up and a multiply by the absmax.
@@ -87,6 +89,14 @@ def bitsandbytes_rows(b: Any) -> NDArray[np.bool_]:
     """Rows whose linear layers run bitsandbytes (int8 or 4-bit)."""
     quant = np.asarray(b.quant)
     return (quant == BNB_INT8) | (quant == BNB_4BIT)
+
+
+def weight_only_rows(b: Any) -> NDArray[np.bool_]:
+    """Rows whose linear layers multiply low-bit weights in 16-bit arithmetic, dequantising in
+    registers: a weight-only method (AWQ, GPTQ, MXFP4, NVFP4) or 4-bit weights named by their dtype
+    alone (the same path; :mod:`llmco2.specs.quantisation`)."""
+    quant = np.asarray(b.quant)
+    return (quant == WEIGHT_ONLY) | ((quant == NATIVE) & (np.asarray(b.w_bytes) < 1.0))
 
 
 def dequantises(b: Any, phase: str) -> NDArray[np.bool_]:

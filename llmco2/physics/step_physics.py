@@ -77,12 +77,13 @@ from numpy.typing import NDArray
 from llmco2.analytic.experts import all_to_all_rows, rank_batch
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis, LayerBatch, analyze_layers
 from llmco2.analytic.model import head_costs
-from llmco2.analytic.quantised import kernel_launches
+from llmco2.analytic.quantised import LINEAR_SLOTS, kernel_launches, weight_only_rows
 from llmco2.analytic.table import value_codes
 from llmco2.physics.hardware_rows import HardwareRows
 from llmco2.physics.link_rows import A2A_SLOT, collectives_per_layer, wire_bytes
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id
 from llmco2.specs.links import ONE_DIRECTION_SHARE
+from llmco2.specs.quantisation import WEIGHT_ONLY_COMPUTE_RATE
 
 Array = NDArray[np.float64]
 Item = tuple[ModelArch, Request, GPU]
@@ -90,6 +91,8 @@ HEAD_KERNELS = ("embedding", "final_norm", "lm_head")
 SLOTS = (*KERNEL_NAMES, *HEAD_KERNELS)
 #: The MLP matrices, which a mixture-of-experts layer runs as grouped GEMMs over its experts.
 EXPERT_SLOTS = np.array([SLOTS.index(k) for k in ("gate_proj", "up_proj", "down_proj")])
+#: Indices of the linear layers' matrix products (the slots a weight quantisation's kernels run).
+LINEAR_SLOT_INDEX = np.array([SLOTS.index(k) for k in LINEAR_SLOTS])
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,9 @@ class StepShapes:
     node_nm: Array  # [n] process node of the GPU (nm)
     peak16_ops_per_s: Array  # [n] dense fp16 (or bf16) tensor peak of one GPU (ops/s)
     dram_pj_per_byte: Array  # [n] DRAM access energy of the GPU's memory technology (pJ per byte)
+    # [n] share of the compute rate the linear layers' GEMMs reach (WEIGHT_ONLY_COMPUTE_RATE for
+    # weight-only low-bit kernels, else 1); None: 1 everywhere
+    linear_rate: Array | None = None
 
     def __len__(self) -> int:
         return len(self.sequences)
@@ -207,7 +213,7 @@ class StepShapes:
         return StepShapes(self.compute_s[idx], self.memory_s[idx], self.network_s[idx], self.weight_s[idx], self.kernels[idx],
                           self.collectives[idx], self.sequences[idx], self.num_gpus[idx], self.tdp_w[idx], self.idle_w[idx],
                           self.mem_bw_bytes_per_s[idx], self.moe[idx], eng, self.node_nm[idx], self.peak16_ops_per_s[idx],
-                          self.dram_pj_per_byte[idx])
+                          self.dram_pj_per_byte[idx], None if self.linear_rate is None else self.linear_rate[idx])
 
     def merged(self, other: StepShapes) -> StepShapes:
         """One iteration doing the work of both (a chunked-prefill step: a prefill and a decode
@@ -217,7 +223,7 @@ class StepShapes:
                           self.network_s + other.network_s, np.maximum(self.weight_s, other.weight_s),
                           np.maximum(self.kernels, other.kernels), np.maximum(self.collectives, other.collectives),
                           self.sequences + other.sequences, self.num_gpus, self.tdp_w, self.idle_w, self.mem_bw_bytes_per_s, self.moe, self.engines,
-                          self.node_nm, self.peak16_ops_per_s, self.dram_pj_per_byte)
+                          self.node_nm, self.peak16_ops_per_s, self.dram_pj_per_byte, self.linear_rate)
 
 
 def arithmetic_power_w(p: StepParams, node_nm: Any, peak16_ops_per_s: Any) -> Any:
@@ -268,7 +274,8 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
     return StepShapes(comp / s[:, None], mem / s[:, None], net / s[:, None] + lat, wt / s[:, None], per_layer * b.layers + len(HEAD_KERNELS),
                       collectives * b.layers, rank_batch(b).astype(np.float64), b.num_gpus.astype(np.float64),
                       b.tdp_w.astype(np.float64), hw.idle_w, b.mem_bw_bytes_per_s.astype(np.float64),
-                      b.moe.astype(np.float64), list(engines), hw.node_nm, hw.peak16_ops_per_s, hw.dram_pj_per_byte)
+                      b.moe.astype(np.float64), list(engines), hw.node_nm, hw.peak16_ops_per_s, hw.dram_pj_per_byte,
+                      np.where(weight_only_rows(b), WEIGHT_ONLY_COMPUTE_RATE, 1.0))
 
 
 def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = False,
@@ -305,16 +312,21 @@ def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array
     """:class:`StepCost` of the iterations ``x`` under the constants ``p`` (see the module docstring);
     ``online``: steps of an online server (ignored where ``overheads`` are given)."""
     oh = overheads if overheads is not None else overhead_arrays(x.engines, p, online, x.num_gpus)
-    kernel_s = kernel_seconds(x.compute_s, x.memory_s, x.moe, p).sum(axis=1)
+    kernel_s = kernel_seconds(x.compute_s, x.memory_s, x.moe, p, x.linear_rate).sum(axis=1)
     sums = WorkSums(kernel_s, x.compute_s.sum(axis=1), x.memory_s.sum(axis=1), x.network_s.sum(axis=1), x.kernels,
                     x.collectives, x.sequences)
     t, power = time_and_power(sums, x, p, oh)
     return StepCost(t, power * t, power, sums.with_sequence_work(oh[5], x.mem_bw_bytes_per_s, p).gpu_time_s(p, oh[4]))
 
 
-def kernel_seconds(compute_s: Array, memory_s: Array, moe: Array, p: StepParams) -> Array:
+def kernel_seconds(compute_s: Array, memory_s: Array, moe: Array, p: StepParams, linear_rate: Array | None = None) -> Array:
     """Time of each kernel slot (s, ``[n, slots]``): the binding peak at its achieved fraction
-    (``eta_compute`` / ``eta_memory``; expert matrices of MoE rows also at ``eta_expert``)."""
+    (``eta_compute`` / ``eta_memory``; expert matrices of MoE rows also at ``eta_expert``; the linear
+    layers' compute at ``linear_rate`` of it, ``[n]``: weight-only low-bit GEMMs, whose energy per
+    operation stays that of the 16-bit arithmetic they run)."""
+    if linear_rate is not None and np.any(np.asarray(linear_rate) < 1.0):
+        compute_s = compute_s.copy()
+        compute_s[:, LINEAR_SLOT_INDEX] /= np.asarray(linear_rate, dtype=np.float64).reshape(-1, 1)
     kernel = np.maximum(compute_s / p.eta_compute, memory_s / p.eta_memory)
     if p.eta_expert != 1.0 and np.any(moe):
         kernel[:, EXPERT_SLOTS] *= np.where(moe > 0, 1.0 / p.eta_expert, 1.0)[:, None]

@@ -110,8 +110,8 @@ class MergedStepCost:
         k = d.compute_s.shape[1]
         unit = np.ones((1, k))
         return cls(params, ScalarHardware.of(one), np.concatenate([phase_work(p), phase_work(d)]),
-                   kernel_seconds(unit, np.zeros((1, k)), one.moe, params)[0],
-                   kernel_seconds(np.zeros((1, k)), unit, one.moe, params)[0], oh,
+                   kernel_seconds(unit, np.zeros((1, k)), one.moe, params, one.linear_rate)[0],
+                   kernel_seconds(np.zeros((1, k)), unit, one.moe, params, one.linear_rate)[0], oh,
                    tuple(float(b) for b in SHAPE_BATCHES), tuple(float(c) for c in contexts))
 
     def _corners(self, phase: int, batch: float, context: float) -> tuple[list[int], list[float]]:

@@ -36,6 +36,14 @@ from llmco2.specs.lookup import close_matches, normalise_key
 
 #: Kernel paths of the linear layers, in the order of their codes (:func:`path_code`).
 QUANT_PATHS: tuple[str, ...] = ("native", "weight-only", "bnb-int8", "bnb-4bit")
+#: Share of the 16-bit GEMM's compute rate that a weight-only low-bit GEMM (Marlin and its kind:
+#: dequantise in registers, multiply in 16 bits) reaches where compute binds: a Marlin benchmark on an
+#: Ampere GPU levels off at about 141 TFLOP/s from batch 64 on, 0.74, 0.73, 0.66 and 0.60 of the fp16
+#: GEMM's time-rate at batches of 256, 512, 1,024 and 2,048 (vllm-project/vllm pull request #2497,
+#: "Integrate Marlin Kernels for Int4 GPTQ inference", benchmark comment of 2024-01-24, Marlin's own
+#: bench.py); 0.70 for the batches serving reaches. Memory-bound, the kernels stream the packed weights at
+#: the full rate (Marlin's near-ideal 3.87x up to batches of 16-32, IST-DASLab/marlin README).
+WEIGHT_ONLY_COMPUTE_RATE = 0.70
 #: bitsandbytes 4-bit block size: one absmax per 64 weights (``Params4bit(blocksize=64)``, the
 #: default of bitsandbytes and of transformers' ``BitsAndBytesConfig``).
 BNB_4BIT_BLOCK = 64
