@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from llmco2.data.paths import shared_data
-from llmco2.data.scope import node_wide, unused_idle_w
+from llmco2.data.scope import unused_idle_w
 from llmco2.data.usable import load_rows as load_table
 from llmco2.physics.step_isolated import IsolatedRows, fit_isolated_rows, isolated_rows
 from llmco2.physics.step_physics import StepParams, roofline_tdp_params
@@ -129,7 +129,7 @@ def isolated_frame(iso: IsolatedRows, label: dict[str, str], key: tuple[str, ...
     lat = pd.to_numeric(rows["latency_s"], errors="coerce").to_numpy(float)
     tokens = pd.to_numeric(rows["batch_size"]).to_numpy(float) * pd.to_numeric(rows["generated_tokens"]).to_numpy(float)
     # node-wide readings are no fit's power (llmco2.data.scope) but are compared here at their scope
-    ok = (iso.usable_energy | node_wide(rows)) & np.isfinite(energy) & (energy > 0) & np.isfinite(lat) & (lat > 0)
+    ok = (iso.usable_energy | iso.node_wide_energy) & np.isfinite(energy) & (energy > 0) & np.isfinite(lat) & (lat > 0)
     src = rows["source_file"].map(label).to_numpy()
     ok &= pd.notna(src)
     out = pd.DataFrame({"source": src, "group": rows[list(key)].astype("string").fillna("-").agg("|".join, axis=1),

@@ -28,7 +28,7 @@ import pandas as pd
 
 from llmco2.data.scope import unused_idle_w
 from llmco2.data.usable import load_rows
-from llmco2.physics.step_isolated import LATENCY_ONLY, IsolatedRows, fit_isolated_rows, isolated_rows
+from llmco2.physics.step_isolated import IsolatedRows, fit_isolated_rows, isolated_rows
 from llmco2.physics.step_physics import StepParams, roofline_tdp_params
 from llmco2.training.experiment import register_resolvers
 
@@ -53,8 +53,7 @@ def errors(iso: IsolatedRows, p: StepParams, rows: np.ndarray) -> dict[str, floa
     lat_m = pd.to_numeric(iso.rows["latency_s"], errors="coerce").to_numpy(float)
     e_m = pd.to_numeric(iso.rows["energy_j"], errors="coerce").to_numpy(float)
     has_lat = rows & np.isfinite(lat_m) & (lat_m > 0)
-    usable = iso.usable_energy | ((idle > 0) & ~iso.rows["source"].isin(list(LATENCY_ONLY)).to_numpy())
-    has_e = has_lat & usable & np.isfinite(e_m) & (e_m > 0)
+    has_e = has_lat & (iso.usable_energy | iso.node_wide_energy) & np.isfinite(e_m) & (e_m > 0)
 
     def mdape(pred: np.ndarray, meas: np.ndarray, sel: np.ndarray) -> float:
         ape = np.abs(pred[sel] / meas[sel] - 1.0)
@@ -138,7 +137,7 @@ def main() -> None:
     table = load_rows(sources, cfg.get("exclude_flags"), cfg.get("exclude_sources"), 0)
     iso = isolated_rows(table)
     device = iso.rows["device"].astype(str).to_numpy()
-    e_ok = (iso.usable_energy | (unused_idle_w(iso.rows) > 0)) & np.isfinite(pd.to_numeric(iso.rows["energy_j"], errors="coerce").to_numpy(float))
+    e_ok = (iso.usable_energy | iso.node_wide_energy) & np.isfinite(pd.to_numeric(iso.rows["energy_j"], errors="coerce").to_numpy(float))
     gpus = args.holdout or sorted(g for g in set(device) if (e_ok & (device == g)).sum() >= MIN_ROWS)
     engines = sorted(set(iso.decode.engines))
     lines = [f"Rows: {len(iso.rows)} isolated runs ({', '.join(f'{k} {v}' for k, v in iso.rows['source'].value_counts().items())}); "

@@ -85,6 +85,9 @@ class IsolatedRows:
     has_prefill: np.ndarray
     usable_energy: np.ndarray
     waves: np.ndarray  # B / resident sequences (:func:`resident_sequences`): 1 where the whole batch runs at once
+    # rows whose energy would be usable but sums devices the run did not use (llmco2.data.scope): no fit
+    # reads it; a comparison at the reading's scope may
+    node_wide_energy: np.ndarray
 
     def cost(self, p: StepParams) -> tuple[np.ndarray, np.ndarray]:
         """(latency s, energy J) of every row under ``p``."""
@@ -157,10 +160,11 @@ def isolated_rows(table: pd.DataFrame, host_bound: bool = False) -> IsolatedRows
     dec = replace(dec, engines=engines)
     ok = np.array([key in usable_ids for key in zip(*(rows[c].astype(str) for c in row_key(rows)), strict=True)])
     ok &= ~rows["source"].isin(list(LATENCY_ONLY)).to_numpy()
-    ok &= ~node_wide(rows)  # a reading of devices the run did not use besides its own: latency only
+    wide = ok & node_wide(rows)  # a reading of devices the run did not use besides its own: latency only
+    ok &= ~wide
     log.info("isolated rows: %d modelled (%s); %d run in waves their KV cache allows", len(rows), data.excluded,
              int((waves > 1).sum()))
-    return IsolatedRows(rows, pre, dec, steps, phase != "decode", ok, waves)
+    return IsolatedRows(rows, pre, dec, steps, phase != "decode", ok, waves, wide)
 
 
 def resident_sequences(data: EnergyData, engines: list[str], phase: np.ndarray) -> np.ndarray:
