@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from llmco2.data.paths import shared_data
-from llmco2.data.scope import unused_idle_w
+from llmco2.data.scope import UNUSED_IDLE_RANGE_W, extra_devices, unused_idle_w
 from llmco2.data.usable import load_rows as load_table
 from llmco2.physics.step_isolated import IsolatedRows, fit_isolated_rows, isolated_rows
 from llmco2.physics.step_physics import StepParams, roofline_tdp_params
@@ -69,12 +69,12 @@ COLLECTED = ("collected/energy_code_eval.csv", "collected/hb_thesis_a100pcie.csv
 V1_FILE = "collected/mlenergy_v1_legacy.csv"
 V1_PROMPT_TOKENS = TASK_PROMPT_TOKENS["chat"]
 ARGONNE, CODE_EVAL, V1, V2 = "Argonne", "collected energy_code_eval", "collected ML.ENERGY v1", "ML.ENERGY v2"
-#: The Argonne lines of the report: predictions at each reading's scope (the source's line in "all"), GPU-scope
-#: predictions against the readings as published, and GPU-scope predictions against readings with the unused
-#: cards' idle taken out.
-ARGONNE_SCOPE = "Argonne (predicted at the probes' scope)"
+#: The Argonne lines of the report: GPU-scope predictions against the readings with the unused cards' idle taken
+#: out (the used GPUs' order: the source's line in "all"), predictions at each reading's scope (the node's order),
+#: and GPU-scope predictions against the readings as published.
+ARGONNE_CORR = "Argonne (the used GPUs: readings less the unused cards' idle)"
+ARGONNE_SCOPE = "Argonne (at the probes' scope: used GPUs and idle cards)"
 ARGONNE_GPU = "Argonne (GPU scope vs node-wide readings)"
-ARGONNE_CORR = "Argonne (unused cards' idle subtracted, GPU scope)"
 #: Columns that make a configuration (model and load) of an isolated source.
 ISOLATED_KEY = ("model", "batch_size", "prompt_tokens", "generated_tokens", "num_devices", "tensor_parallel", "weight_bits",
                 "quantisation")
@@ -123,7 +123,7 @@ def isolated_frame(iso: IsolatedRows, label: dict[str, str], key: tuple[str, ...
     """One line per measured row of ``iso`` with usable energy: its source label, configuration key,
     GPU, engine, measured J per output token, power (W), time per output token (s) and the idle power (W)
     of the accelerators its reading summed beyond those the run used (``unused_idle``,
-    :func:`llmco2.data.scope.unused_idle_w`)."""
+    :func:`llmco2.data.scope.unused_idle_w`; ``unused_cards``: how many)."""
     rows = iso.rows
     energy = pd.to_numeric(rows["energy_j"], errors="coerce").to_numpy(float)
     lat = pd.to_numeric(rows["latency_s"], errors="coerce").to_numpy(float)
@@ -134,7 +134,8 @@ def isolated_frame(iso: IsolatedRows, label: dict[str, str], key: tuple[str, ...
     ok &= pd.notna(src)
     out = pd.DataFrame({"source": src, "group": rows[list(key)].astype("string").fillna("-").agg("|".join, axis=1),
                         "device": rows["device"].astype(str), "engine": list(iso.decode.engines), "j": energy / tokens,
-                        "power": energy / lat, "time": lat / tokens, "unused_idle": unused_idle_w(rows)})
+                        "power": energy / lat, "time": lat / tokens, "unused_idle": unused_idle_w(rows),
+                        "unused_cards": extra_devices(rows)})
     return out[ok]
 
 
@@ -259,36 +260,64 @@ def evaluate(it: pd.DataFrame, pred: str) -> tuple[dict[str, PairCounts], pd.Dat
 
 
 def scope_lines(it: pd.DataFrame) -> pd.DataFrame:
-    """Every source's items once, the Argonne ones three times (:data:`ARGONNE_SCOPE`, :data:`ARGONNE_GPU`,
-    :data:`ARGONNE_CORR`), each with its measured and predicted columns in ``j``, ``power``, ``pred_*`` and
-    ``base_*``."""
+    """Every source's items once, the Argonne ones three times (:data:`ARGONNE_CORR`, the source's line in "all";
+    :data:`ARGONNE_SCOPE`; :data:`ARGONNE_GPU`), each with its measured and predicted columns in ``j``, ``power``,
+    ``pred_*`` and ``base_*``."""
     arg = it["source"] == ARGONNE
-    scope = it.copy()
+    corr = it.copy()
+    corr.loc[arg, "j"], corr.loc[arg, "power"] = it.loc[arg, "j_corr"], it.loc[arg, "power_corr"]
+    corr.loc[arg, "source"] = ARGONNE_CORR
+    scope = it[arg].assign(source=ARGONNE_SCOPE)
     for p in ("pred", "base"):
         scope[f"{p}_j"], scope[f"{p}_power"] = scope[f"{p}_j_scope"], scope[f"{p}_power_scope"]
-    scope.loc[arg, "source"] = ARGONNE_SCOPE
     gpu = it[arg].assign(source=ARGONNE_GPU)
-    corr = it[arg].assign(source=ARGONNE_CORR, j=it.loc[arg, "j_corr"], power=it.loc[arg, "power_corr"])
-    return pd.concat([scope, gpu, corr], ignore_index=True)
+    return pd.concat([corr, scope, gpu], ignore_index=True)
+
+
+def band_decided(it: pd.DataFrame) -> tuple[int, int]:
+    """Of the Argonne GPU pairs the benchmark counts (the used GPUs' order, measured ties skipped), how many
+    keep their measured order with every unused card at either end of its idle range
+    (:data:`llmco2.data.scope.UNUSED_IDLE_RANGE_W`; a GPU outside it at its catalog figure): ``(decided, counted)``."""
+    arg = it[it["source"] == ARGONNE]
+    ends = []
+    for k in (0, 1):
+        per_card = np.array([UNUSED_IDLE_RANGE_W.get(d, (np.nan, np.nan))[k] for d in arg["device"]])
+        fallback = np.divide(arg["unused_idle"], arg["unused_cards"], out=np.zeros(len(arg)), where=arg["unused_cards"] > 0)
+        ends.append(arg["j"].to_numpy(float) - arg["unused_cards"].to_numpy(float)
+                    * np.where(np.isfinite(per_card), per_card, fallback) * arg["time"].to_numpy(float))
+    lo, hi = (pd.Series(e, index=arg.index) for e in ends)
+    decided = counted = 0
+    for _, g in arg.groupby("group", sort=True):
+        ok = gpu_pairs(g["device"].to_numpy(), g["engine"].to_numpy())
+        m = g["j_corr"].to_numpy(float)
+        a_lo, a_hi = lo[g.index].to_numpy(), hi[g.index].to_numpy()
+        for a, b in zip(*np.nonzero(np.triu(ok, k=1)), strict=True):
+            if abs(np.log(m[a] / m[b])) <= np.log1p(TIE_TOLERANCE) + 1e-12:
+                continue
+            counted += 1
+            signs = {np.sign(x[a] - x[b]) if min(x[a], x[b]) > 0 else 0.0 for x in (a_lo, a_hi)}
+            decided += int(len(signs) == 1 and 0.0 not in signs)
+    return decided, counted
 
 
 def report(it: pd.DataFrame, command: str, seconds: float) -> str:
     """The Markdown tables: by source and by GPU pair."""
+    decided, counted = band_decided(it)
     it = scope_lines(it)
     ours, pairs = evaluate(it, "pred_j")
     base, _ = evaluate(it, "base_j")
-    order = [s for s in (V2, ARGONNE_SCOPE, ARGONNE_GPU, ARGONNE_CORR, CODE_EVAL, V1) if s in ours]
+    order = [s for s in (V2, ARGONNE_CORR, ARGONNE_SCOPE, ARGONNE_GPU, CODE_EVAL, V1) if s in ours]
     lines = ["| source | GPUs | groups | pairs (measured ties skipped) | Kendall tau | pairs right | roofline x TDP: tau | pairs right |",
              "|---|---|---|---|---|---|---|---|"]
     total, total_base = PairCounts(), PairCounts()
     for s in order:
         sub = it[it["source"] == s]
         o, b = ours[s], base[s]
-        if s not in (ARGONNE_GPU, ARGONNE_CORR):  # "all" counts each source once
+        if s not in (ARGONNE_SCOPE, ARGONNE_GPU):  # "all" counts each source once
             total, total_base = total + o, total_base + b
         lines.append(f"| {s} | {', '.join(sorted(set(sub['device'])))} | {sub['group'].nunique()} | {o.pairs} ({o.measured_ties}) | "
                      f"{o.tau:.2f} | {o.share_right * 100:.0f}% | {b.tau:.2f} | {b.share_right * 100:.0f}% |")
-    once = ~it["source"].isin((ARGONNE_GPU, ARGONNE_CORR))
+    once = ~it["source"].isin((ARGONNE_SCOPE, ARGONNE_GPU))
     lines.append(f"| all | | {it[once].groupby(['source', 'group']).ngroups} | {total.pairs} ({total.measured_ties}) | {total.tau:.2f} | "
                  f"{total.share_right * 100:.0f}% | {total_base.tau:.2f} | {total_base.share_right * 100:.0f}% |")
     by_pair = ["| source | GPU pair | pairs | right | wrong | wrong, measured gap < 10% | wrong: power drives | wrong: time per token drives |",
@@ -306,13 +335,17 @@ def report(it: pd.DataFrame, command: str, seconds: float) -> str:
                       "are skipped (counted in brackets).", "",
                       "Argonne's superseded commit (every Gaudi2 row, the two-GPU H100 rows) read power with probes that "
                       "sum every accelerator of the node (8 Gaudi2, 4 H100), used or not "
-                      "(`llmco2.data.importers.argonne.probe_devices`). Three Argonne lines: predicted at the probes' scope "
-                      "(the used GPUs' predicted power plus the unused cards' idle over the predicted time; the source's "
-                      "line in \"all\"), GPU-scope predictions against the readings as published, and GPU-scope predictions "
-                      "against the readings with the unused cards' idle taken out over the measured time. Idle per unused "
-                      "card: the catalog's static power (`llmco2.specs.gpus.static_power_w`: Gaudi2 88 W, H100 SXM 120 W, "
-                      "both read with a model loaded). No fit reads those readings' energy (`llmco2.data.scope`): their "
-                      "latency only.", "",
+                      "(`llmco2.data.importers.argonne.probe_devices`). The question is which GPUs cost less, so "
+                      "Argonne's line in \"all\" orders the used GPUs: GPU-scope predictions against the readings less the "
+                      "unused cards' idle over the measured time, at the draw of a card no process uses "
+                      "(`llmco2.specs.gpus.unused_power_w`: the catalog's bare idle, Gaudi2 87.5 W, H100 SXM 71.8 W). "
+                      f"That order does not rest on the idle figure: {decided} of its {counted} pairs keep their measured "
+                      "order with every unused card anywhere in the range of its sourced idle readings, with or without a "
+                      "model held (Gaudi2 71-112 W, H100 SXM 71.8-121.7 W). Two more Argonne lines, reported and not in "
+                      "\"all\": predictions at the probes' scope (the used GPUs' predicted power plus the unused cards' "
+                      "idle over the predicted time: the order of the nodes as read, idle cards included), and GPU-scope "
+                      "predictions against the readings as published. No fit reads those readings' energy "
+                      "(`llmco2.data.scope`): their latency only.", "",
                       *lines, "", "## By GPU pair", "",
                       "A wrong pair is put down to power or to time per output token, whichever's predicted ratio between "
                       "the two GPUs is further from the measured one.", "", *by_pair]) + "\n"
@@ -339,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, (iso, frame) in enumerate(zip(isos, frames, strict=True)):
         frames[k] = frame.join(predict_isolated(iso, fits))
     frames.append(serving_frame(args.quick))
-    it = items(at_scope(pd.concat(frames, ignore_index=True).fillna({"unused_idle": 0.0})))
+    it = items(at_scope(pd.concat(frames, ignore_index=True).fillna({"unused_idle": 0.0, "unused_cards": 0.0})))
     if args.items:
         it.to_csv(args.items, index=False)
     command = "python experiments/ranking_benchmark.py" + (" --quick" if args.quick else "")

@@ -10,8 +10,8 @@ llm-analysis and LLM-Viewer give with efficiencies of 1).
 Rows: the isolated sources of :data:`llmco2.physics.step_isolated.SOURCES` in the data config
 (flagged rows left out as in training; bitsandbytes rows left out). Per held-out GPU: median APE of
 energy, latency and average power (power and energy only where the row's energy is usable; a node-wide
-reading, which no fit reads, at its scope: the prediction plus the unused devices' static power over
-the predicted time, :func:`errors`).
+reading, which no fit reads, at its scope: the prediction plus the unused devices' idle power over
+the predicted time, :func:`errors`; those rows again at both ends of the unused cards' sourced idle range).
 
     python experiments/step_lodo.py [--data conf/data/datacentre_lodo.yaml] [--markdown experiments/results/step_lodo.md]
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from llmco2.data.scope import unused_idle_w
+from llmco2.data.scope import UNUSED_IDLE_RANGE_W, extra_devices, unused_idle_w
 from llmco2.data.usable import load_rows
 from llmco2.physics.step_isolated import IsolatedRows, fit_isolated_rows, isolated_rows
 from llmco2.physics.step_physics import StepParams, roofline_tdp_params
@@ -43,12 +43,13 @@ def fit_without(iso: IsolatedRows, train: np.ndarray) -> StepParams:
     return fit_isolated_rows(iso, train, "isolated runs without the held-out GPU")
 
 
-def errors(iso: IsolatedRows, p: StepParams, rows: np.ndarray) -> dict[str, float]:
+def errors(iso: IsolatedRows, p: StepParams, rows: np.ndarray, card_w: float | None = None) -> dict[str, float]:
     """Median APE (%) of energy, latency and power of ``rows``, and the rows behind each. A reading
     that sums devices the run did not use (no fit reads it: :mod:`llmco2.data.scope`) is compared at
-    its scope: the prediction plus those devices' static power over the predicted time."""
+    its scope: the prediction plus those devices' idle power over the predicted time (a card no process
+    uses, :func:`llmco2.data.scope.unused_idle_w`; ``card_w``: each at that draw instead, W)."""
     lat, energy = iso.cost(p)
-    idle = unused_idle_w(iso.rows)
+    idle = unused_idle_w(iso.rows) if card_w is None else extra_devices(iso.rows) * card_w
     energy = energy + idle * lat
     lat_m = pd.to_numeric(iso.rows["latency_s"], errors="coerce").to_numpy(float)
     e_m = pd.to_numeric(iso.rows["energy_j"], errors="coerce").to_numpy(float)
@@ -62,6 +63,15 @@ def errors(iso: IsolatedRows, p: StepParams, rows: np.ndarray) -> dict[str, floa
 
     return {"energy": mdape(energy, e_m, has_e), "latency": mdape(lat, lat_m, has_lat),
             "power": mdape(energy / lat, e_m / lat_m, has_e), "energy_rows": int(has_e.sum()), "latency_rows": int(has_lat.sum())}
+
+
+def range_line(iso: IsolatedRows, p: StepParams, rows: np.ndarray, gpu: str) -> str:
+    """A table row: the node-wide ``rows`` of ``gpu`` judged with every unused card at the low, then the high
+    end of :data:`llmco2.data.scope.UNUSED_IDLE_RANGE_W`."""
+    lo, hi = (errors(iso, p, rows, card_w) for card_w in UNUSED_IDLE_RANGE_W[gpu])
+    w = UNUSED_IDLE_RANGE_W[gpu]
+    return (f"| {gpu} | {lo['energy_rows']} | {w[0]:g} / {w[1]:g} | {pct(lo['energy'])} / {pct(hi['energy'])} | "
+            f"{pct(lo['power'])} / {pct(hi['power'])} |")
 
 
 def pct(value: float) -> str:
@@ -143,21 +153,29 @@ def main() -> None:
     lines = [f"Rows: {len(iso.rows)} isolated runs ({', '.join(f'{k} {v}' for k, v in iso.rows['source'].value_counts().items())}); "
              f"`python experiments/step_lodo.py` (deterministic: least squares, no random seed). Readings that sum "
              "devices the run did not use (Argonne's Gaudi2 rows, its two-card H100 rows; no fit reads their energy) are "
-             "compared at their scope: the prediction plus those devices' static power over the predicted time.", "",
+             "compared at their scope: the prediction plus those devices' idle power over the predicted time (a card no "
+             "process uses: `llmco2.specs.gpus.unused_power_w`, Gaudi2 87.5 W, H100 SXM 71.8 W).", "",
              "| held out | energy rows | step physics: energy MdAPE | latency MdAPE | power MdAPE | roofline x TDP: energy MdAPE | power MdAPE |",
              "|---|---|---|---|---|---|---|"]
-    summary = []
+    summary, ranges = [], []
     for g in gpus:
         held = device == g
         p = fit_without(iso, ~held)
         ours, base = errors(iso, p, held), errors(iso, roofline_tdp_params(engines), held)
         summary.append(ours)
+        if g in UNUSED_IDLE_RANGE_W and (held & iso.node_wide_energy).any():
+            ranges.append(range_line(iso, p, held & iso.node_wide_energy, g))
         lines.append(f"| {g} | {ours['energy_rows']} | {pct(ours['energy'])} | {pct(ours['latency'])} | {pct(ours['power'])} | "
                      f"{pct(base['energy'])} | {pct(base['power'])} |")
         print(lines[-1], flush=True)
     mean = {k: float(np.nanmean([s[k] for s in summary])) for k in ("energy", "latency", "power")}
     lines.append(f"| mean of the held-out GPUs (energy and power: those with energy rows) | | {pct(mean['energy'])} | "
                  f"{pct(mean['latency'])} | {pct(mean['power'])} | | |")
+    if ranges:
+        lines += ["", "Readings that sum unused cards, held out with their GPU, with every unused card at either end of its "
+                  "sourced idle range (`llmco2.data.scope.UNUSED_IDLE_RANGE_W`; a card with no process on it or with a model "
+                  "held) and at the catalog's bare idle (the table above):", "",
+                  "| held out | node-wide rows | unused card's idle (W) | energy MdAPE | power MdAPE |", "|---|---|---|---|---|", *ranges]
     all_rows = np.ones(len(device), dtype=bool)
     fitted = fit_without(iso, all_rows)
     e = errors(iso, fitted, all_rows)

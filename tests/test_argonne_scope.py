@@ -12,7 +12,7 @@ from llmco2.data.importers import import_file
 from llmco2.data.importers.argonne import NODE_DEVICES, probe_devices
 from llmco2.data.scope import NODE_WIDE_REASON, node_wide, unused_idle_w
 from llmco2.physics.step_isolated import isolated_rows
-from llmco2.specs.gpus import static_power_w
+from llmco2.specs.gpus import unused_power_w
 
 HEADER = ("source,hardware,num_devices,framework,model,input_len,output_len,batch_size,latency_s,"
           "throughput_tok_s_in_plus_out,avg_power_W,power_unit_in_file,energy_J_est,energy_per_output_token_J")
@@ -48,14 +48,16 @@ def test_superseded_watt_rows_read_the_whole_node(tmp_path: Path) -> None:
 def test_a_node_wide_reading_keeps_its_latency_but_not_its_energy(tmp_path: Path) -> None:
     """Two H100s read over four: the row stays in the canonical table as published, its time enters the isolated
     rows but its energy is neither a fit's power nor a training target; the four-card row read over its own four is
-    both. The unused cards' idle (for comparisons at the reading's scope) is two cards' catalog static power."""
+    both. The unused cards' idle (for comparisons at the reading's scope) is two cards' catalog bare idle: no process
+    holds a context on them (H100 SXM 71.8 W, not the 120 W of a card holding a model)."""
     old = "943daf64 (superseded)"
     path = tmp_path / "argonne.csv"
     path.write_text("\n".join([HEADER, line(old, "Nvidia H100 GPU", 2, 900.0, "W"), line(old, "Nvidia H100 GPU", 4, 1500.0, "W")])
                     + "\n", encoding="utf-8")
     table = import_file("argonne", path).table
     assert list(node_wide(table)) == [True, False] and list(table["energy_j"]) == [1800.0, 3000.0]
-    np.testing.assert_allclose(unused_idle_w(table), [2 * static_power_w("h100-sxm")[0], 0.0])
+    np.testing.assert_allclose(unused_idle_w(table), [2 * 71.8, 0.0])
+    assert unused_power_w("h100-sxm")[0] == 71.8
     data = energy_data(table)
     assert list(data.table["num_devices"]) == [4] and data.excluded == {NODE_WIDE_REASON: 1}
     iso = isolated_rows(table)
@@ -95,7 +97,7 @@ class _Timed(_Fixed):
 
 def test_a_node_wide_test_reading_is_compared_at_its_scope(tmp_path: Path) -> None:
     """In a held-out test part a node-wide reading is kept and compared with the prediction plus the unused cards'
-    static power over the predicted time (the measured time for a predictor that predicts none)."""
+    bare idle power over the predicted time (the measured time for a predictor that predicts none)."""
     from llmco2.training.experiment import predictions_frame
 
     old = "943daf64 (superseded)"
@@ -104,7 +106,7 @@ def test_a_node_wide_test_reading_is_compared_at_its_scope(tmp_path: Path) -> No
                     + "\n", encoding="utf-8")
     data = energy_data(import_file("argonne", path).table, node_wide_readings=True)
     assert len(data.config) == 2
-    idle = 2 * static_power_w("h100-sxm")[0]
+    idle = 2 * unused_power_w("h100-sxm")[0]
     frame = predictions_frame(_Timed(), data)
     np.testing.assert_allclose(frame["predicted_j"], [1000.0 + idle * 3.0, 1000.0])  # over its predicted 3 s
     np.testing.assert_allclose(frame["low_j"], [800.0 + idle * 3.0, 800.0])

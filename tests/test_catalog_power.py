@@ -195,3 +195,28 @@ def test_a_module_on_the_same_die_takes_its_twins_idle_reading() -> None:
     assert static_power_w("h200")[0] == 122.0  # its own reading wins over its twin's
     # cards need the same board power too: the 150 W A10 does not take the 300 W A40's reading
     assert "fallback" in static_power_w("a10")[1] and static_power_w("rtx-a6000")[0] == 110.0
+
+
+def test_an_unused_card_draws_its_bare_idle_where_the_catalog_has_one() -> None:
+    """A card no process uses rests below a card holding a context (H100 SXM 71.8 W against 120 W); a GPU without
+    a sourced bare figure falls back to its static power."""
+    from llmco2.specs.gpus import BARE_IDLE, unused_power_w
+
+    assert unused_power_w("h100-sxm") == (71.8, f"catalog bare_idle_power_w of h100-sxm ({BARE_IDLE})")
+    assert unused_power_w("gaudi2")[0] == 87.5 and unused_power_w("t4")[0] == 9.0
+    assert unused_power_w("a100-80gb") == static_power_w("a100-80gb")
+    for gpu in gpu_catalog():
+        if gpu.bare_idle_power_w is not None:
+            assert gpu.bare_idle_power_w <= (gpu.idle_power_w or gpu.tdp_w)
+            assert gpu.sources["bare_idle_power_w"].startswith(BARE_IDLE + ":") and "http" in gpu.sources["bare_idle_power_w"]
+
+
+def test_a_bare_idle_figure_needs_its_kind_and_a_value_below_the_limit() -> None:
+    raw = _raw(bare_idle_power_w=150.0)
+    raw["sources"]["bare_idle_power_w"] = "BARE IDLE: a snapshot above the 100 W limit"
+    with pytest.raises(ValueError, match="bare_idle_power_w 150.0 W is not between 0 and its power limit"):
+        gpu_from_dict(raw)
+    raw = _raw(bare_idle_power_w=20.0)
+    raw["sources"]["bare_idle_power_w"] = "a snapshot"
+    with pytest.raises(ValueError, match="BARE IDLE"):
+        gpu_from_dict(raw)

@@ -15,7 +15,8 @@ energy, they pull the shared constants: left out, the step physics fitted withou
 went from 10.4% to 9.6% mean median APE of energy and from 8.6% to 7.4% of power over the A100-40GB,
 A100-80GB, A40 and H100 (``experiments/step_lodo.py``, judged on the rows read at the devices they
 used). Held out, a node-wide reading is compared at its scope: the prediction plus the unused
-devices' static power over the predicted time (:func:`unused_idle_w`;
+devices' idle power over the predicted time (:func:`unused_idle_w`: a card no process uses, at the catalog's
+bare idle where it has one: H100 SXM 71.8 W without a context, not the 120 W of a card holding a model;
 :func:`llmco2.training.experiment.predictions_frame`, ``experiments/step_lodo.py``,
 ``experiments/ranking_benchmark.py``).
 """
@@ -25,8 +26,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from llmco2.specs.gpus import static_power_w
+from llmco2.specs.gpus import unused_power_w
 
+#: The range (W) of one card's idle draw, with no process on it or with a model held, over the catalog's sourced
+#: snapshots (``[gpu.sources]`` ``idle_power_w`` and ``bare_idle_power_w`` of ``llmco2/specs/data/gpus.toml``):
+#: Gaudi2 HL-225 71-112 W in hl-smi snapshots; H100 SXM 71.8 W without a CUDA context to 121.7 W with one. What a
+#: comparison at a node-wide reading's scope rests on, tried at both ends (``experiments/ranking_benchmark.py``,
+#: ``experiments/step_lodo.py``).
+UNUSED_IDLE_RANGE_W = {"gaudi2": (71.0, 112.0), "h100-sxm": (71.8, 121.7)}
 #: Why a node-wide reading's energy is left out (the excluded-rows reason of :func:`llmco2.data.dataset.energy_data`).
 NODE_WIDE_REASON = "power reading sums devices the run did not use"
 
@@ -47,15 +54,15 @@ def node_wide(table: pd.DataFrame) -> np.ndarray:
 
 
 def unused_idle_w(table: pd.DataFrame) -> np.ndarray:
-    """Per row, the static power (W) of the devices its reading summed beyond those the run used:
-    :func:`extra_devices` times the catalog's static power of the device
-    (:func:`llmco2.specs.gpus.static_power_w`, read with a model loaded: Gaudi2 88 W, H100 SXM 120 W);
-    0 elsewhere. For comparisons at a reading's scope."""
+    """Per row, the idle power (W) of the devices its reading summed beyond those the run used:
+    :func:`extra_devices` times the power of a card no process uses (:func:`llmco2.specs.gpus.unused_power_w`:
+    the catalog's bare idle, Gaudi2 87.5 W, H100 SXM 71.8 W, else its static power); 0 elsewhere. For
+    comparisons at a reading's scope."""
     extra = extra_devices(table)
     out = np.zeros(len(table))
     rows = np.flatnonzero(extra > 0)
     if len(rows):
         devices = table["device"].astype(str).to_numpy()[rows]
-        idle = {d: static_power_w(d)[0] for d in set(devices)}
+        idle = {d: unused_power_w(d)[0] for d in set(devices)}
         out[rows] = extra[rows] * np.array([idle[d] for d in devices])
     return out

@@ -9,7 +9,8 @@ Power fields: ``tdp_w`` is the GPU's own power limit (what its power cap governs
 at). Where a package carries more than the GPU (a superchip with a CPU and its memory), ``module_power_w``
 holds the whole-module figure and ``power_scope`` says what each figure covers. ``idle_power_w`` is a
 sourced idle reading (its source string starts with the kind of idle); :func:`static_power_w` returns it, or a
-fallback that never depends on the power limit (:data:`STATIC_POWER_FALLBACK_W`).
+fallback that never depends on the power limit (:data:`STATIC_POWER_FALLBACK_W`). ``bare_idle_power_w`` is what
+a card that no process uses draws (:func:`unused_power_w`: the unused cards of a node a probe sums).
 
 Link fields: ``link_kind`` says what joins a node's GPUs (:data:`LINK_KINDS`) and ``pcie_p2p`` whether the
 stock driver lets them reach each other's memory over PCIe; :mod:`llmco2.specs.links` turns them, with the
@@ -54,6 +55,9 @@ class GPU:
     - ``tdp_w``: the GPU's own power limit, the figure its power cap governs and power is capped at.
     - ``idle_power_w``: a sourced idle reading (preferably a GPU holding a loaded model and running nothing);
       absent where no public figure exists. Its source string starts with the kind of idle.
+    - ``bare_idle_power_w``: a sourced reading of the GPU with no process on it (no context: the P-state an unused
+      card of a node rests in), where it differs from ``idle_power_w`` or a source gives it; its source string
+      starts with ``BARE IDLE:``.
     - ``module_power_w``: the whole module's figure where the package holds more than the GPU (a superchip's
       CPU and its memory); ``None`` where ``tdp_w`` already covers the whole device.
     - ``power_scope``: what ``tdp_w`` and ``module_power_w`` include, and why ``tdp_w`` holds the figure it does.
@@ -84,6 +88,7 @@ class GPU:
     aliases: tuple[str, ...] = ()
     die_area_mm2: float | None = None
     idle_power_w: float | None = None
+    bare_idle_power_w: float | None = None
     module_power_w: float | None = None
     power_scope: str | None = None
     pcie_bandwidth_gb_s: float | None = None
@@ -144,6 +149,7 @@ _NUMERIC_SOURCED = (
     "release_year",
     "die_area_mm2",
     "idle_power_w",
+    "bare_idle_power_w",
     "module_power_w",
     "pcie_bandwidth_gb_s",
     "transistors_billion",
@@ -202,6 +208,12 @@ def _check_power_fields(gpu: GPU, origin: str) -> None:
     if gpu.idle_power_w is not None and not 0 < gpu.idle_power_w < gpu.tdp_w:
         raise ValueError(f"{origin}: gpu {gpu.id!r} idle_power_w {gpu.idle_power_w} W is not between 0 and "
                          f"its power limit tdp_w {gpu.tdp_w} W")
+    if gpu.bare_idle_power_w is not None:
+        if not 0 < gpu.bare_idle_power_w < gpu.tdp_w:
+            raise ValueError(f"{origin}: gpu {gpu.id!r} bare_idle_power_w {gpu.bare_idle_power_w} W is not between 0 and "
+                             f"its power limit tdp_w {gpu.tdp_w} W")
+        if not gpu.sources.get("bare_idle_power_w", "").startswith(BARE_IDLE + ":"):
+            raise ValueError(f"{origin}: gpu {gpu.id!r} bare_idle_power_w's source must start with '{BARE_IDLE}:'")
     if gpu.module_power_w is not None:
         if gpu.module_power_w < gpu.tdp_w:
             raise ValueError(f"{origin}: gpu {gpu.id!r} module_power_w {gpu.module_power_w} W is below the GPU's "
@@ -237,6 +249,9 @@ def get_gpu(name: str | GPU) -> GPU:
 #: chose). CONTEXT IDLE: a CUDA context holding allocated memory, no kernels (the same DVFS state as a loaded
 #: model). MODULE IDLE: a whole SoC module at OS idle, measured at its supply.
 IDLE_KINDS = ("LOADED-MODEL IDLE", "CONTEXT IDLE", "MODULE IDLE")
+#: The kind every ``bare_idle_power_w`` source string starts with: the GPU with no process on it (no context),
+#: driver loaded, resting in the P-state it chose.
+BARE_IDLE = "BARE IDLE"
 
 #: Device classes of :func:`device_class`, used by the idle-power fallback.
 HBM = "hbm"
@@ -363,6 +378,16 @@ def static_power_w(gpu: GPU | str) -> tuple[float, str]:
                        value, cls, gpu.id, gpu.tdp_w)
         return float(gpu.tdp_w), text + f", clamped to its power limit {gpu.tdp_w:g} W"
     return value, text
+
+
+def unused_power_w(gpu: GPU | str) -> tuple[float, str]:
+    """Power (W) of a card that no process uses, as a probe summing a whole node reads the cards a run
+    left alone, and a text saying where the figure comes from: the catalog's sourced ``bare_idle_power_w``
+    (e.g. H100 SXM 71.8 W without a context against 121.7 W with one), else :func:`static_power_w`."""
+    gpu = get_gpu(gpu)
+    if gpu.bare_idle_power_w is not None:
+        return float(gpu.bare_idle_power_w), f"catalog bare_idle_power_w of {gpu.id} ({BARE_IDLE})"
+    return static_power_w(gpu)
 
 
 def class_idle_medians(catalog: Catalog[GPU] | None = None) -> dict[str, float]:

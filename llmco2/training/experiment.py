@@ -91,8 +91,8 @@ class LatencyPredictor(Protocol):
 def predictions_frame(model: Any, data: EnergyData) -> pd.DataFrame:
     """Rows of ``data`` with the model's prediction and the error. A reading that sums devices the
     run did not use (:func:`llmco2.data.scope.node_wide`) is compared at its scope: the prediction
-    (and its interval) plus those devices' static power over the predicted time
-    (``unused_idle_w``), over the measured time for a predictor that predicts none."""
+    (and its interval) plus those devices' idle power (a card no process uses, ``unused_idle_w``) over
+    the predicted time, over the measured time for a predictor that predicts none."""
     frame = data.table[["source", "source_file", "source_row", "device", "model", "batch_size", "prompt_tokens",
                         "generated_tokens", "phase", "energy_j"]].copy()
     frame["family"] = frame["model"].astype(str).map(family)
