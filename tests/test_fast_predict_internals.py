@@ -258,3 +258,34 @@ def test_cache_halves_only_splits_into_large_products() -> None:
         assert 43 * len(h) * 14 * 2 * 43 >= BIAS_IN_PRODUCT
     assert len(cache_halves(block[:CACHE_BLOCK], 14, 43)) == 1  # small enough already
     assert len(cache_halves(block, 14, 4)) == 1  # halves too small for the large-product path
+
+
+def test_requests_on_gpus_the_network_never_saw_skip_their_graphs(monkeypatch) -> None:
+    """With the shipped checkpoint (which saw the H100 and the A100 80GB, not the T4 or the L4), a T4 or L4
+    request is predicted by the step physics alone: the head never reads its network outputs, so they are not
+    computed, and a batch mixing both kinds, reordered into steps and back, predicts what the network run on every
+    request gives, in the requests' order."""
+    import llmco2.prediction.inference as inference
+    from llmco2.prediction.loading import default_checkpoint_path
+    from llmco2.specs import Request, get_model
+
+    model = load_inference(default_checkpoint_path())
+    spec = [("llama3.1-8b", "t4", 1), ("llama3.1-8b", "h100-sxm", 4), ("qwen2-1.5b", "l4", 2), ("qwen2-1.5b", "a100-80gb", 8),
+            ("mistral-7b", "l4", 3), ("mistral-7b", "h100-sxm", 1)] * 3
+    items = [(get_model(m), Request(batch_size=b, prompt_tokens=100 + 37 * i, generated_tokens=20 + i), get_gpu(g))
+             for i, (m, g, b) in enumerate(spec)]
+    skip = model.head.correction_unused(items)
+    assert skip.tolist() == [g in ("t4", "l4") for _, g, _ in spec]
+    analysis = analyze_layers(RequestTable.from_items(items).layer_batch())
+    totals = model_totals(analysis)
+    z = model.net(model.graphs(analysis, totals, items))  # the network on every request
+    full = model.head.finish(z, items, analysis, totals)
+    other = z.copy()
+    other[skip] = 7.0  # outputs the head sets aside: any value gives the same prediction
+    assert_same(model.head.finish(other, items, analysis, totals), full)
+    assert np.array_equal(model.outputs(analysis, totals, items)[skip], np.zeros((skip.sum(), z.shape[1]), np.float32))
+    monkeypatch.setattr(inference, "PIPELINE_ROWS", 4)  # reordered into steps of four, then put back
+    for threads in ("1", "2"):
+        monkeypatch.setenv("LLMCO2_THREADS", threads)
+        assert_same(model.predict(items), full)
+        assert_same(model.predict(RequestTable.from_items(items)), full)

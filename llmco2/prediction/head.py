@@ -287,6 +287,17 @@ class OutputHead:
             pairs.append((gpus[g], seen_sibling(self.domain, gpus[g], engines[e]) if gpu_group(gpus[g]) == group else None))
         return pairs, code
 
+    def correction_unused(self, items: Sequence[Item] | RequestTable) -> NDArray[np.bool_]:
+        """Per request, whether :meth:`finish` sets the network's correction aside and predicts with the
+        step physics alone: a GPU of the step physics' device group that the training data did not show
+        and whose die it did not show either (no :func:`seen_sibling`). The network's outputs for those
+        requests are never read, so they need not be computed."""
+        if self.step is None or not self.domain.get("devices"):
+            return np.zeros(len(items), dtype=bool)
+        seen, group = set(self.domain["devices"]), self.step.group
+        pairs, code = self.siblings(items)
+        return np.array([g.id not in seen and s is None and gpu_group(g) == group for g, s in pairs], dtype=bool)[code]
+
     def network_inputs(self, analysis: LayerAnalysis, totals: ModelTotals,
                        items: Sequence[Item] | RequestTable | None = None) -> tuple[LayerAnalysis, ModelTotals]:
         """The analysis and totals the network sees (build its graphs from these): unseen engines
@@ -360,14 +371,11 @@ class OutputHead:
             unseen = np.array([d not in seen for d in devices], dtype=bool)[device_code]
             if self.target.group_bounds:
                 log_ratio = self.target.bound_unseen(log_ratio, groups, unseen)
-            if self.step is not None:
-                # the step physics carries to a GPU through its catalog numbers; the network's
-                # correction, learnt on the training GPUs, largely stands for those GPUs' own
-                # departures from it and is not applied to a GPU it has not seen, unless the
-                # network saw its die (the network then ran on the sibling: network_inputs)
-                pairs, code = self.siblings(items)
-                orphan = np.array([g.id not in seen and s is None for g, s in pairs], dtype=bool)[code]
-                log_ratio = np.where((orphan & self.step.rows(x))[:, None], 0.0, log_ratio)
+            # the step physics carries to a GPU through its catalog numbers; the network's
+            # correction, learnt on the training GPUs, largely stands for those GPUs' own
+            # departures from it and is not applied to a GPU it has not seen, unless the
+            # network saw its die (the network then ran on the sibling: network_inputs)
+            log_ratio = np.where(self.correction_unused(items)[:, None], 0.0, log_ratio)
         energy = np.exp(log_ratio) * prior
         limit_w = (x.num_gpus * x.tdp_w)[:, None]
         idle_w = (x.num_gpus * x.idle_w)[:, None]

@@ -37,7 +37,7 @@ from llmco2.prediction.head import OutputHead, PhasePrediction
 from llmco2.prediction.numpy_forward import SageForward, StructureGroups, forward_threads, structure_groups
 
 __all__ = ["PIPELINE_ROWS", "InferenceModel", "SageForward", "StructureGroups", "concat_predictions",
-           "load_inference", "structure_groups", "take_rows"]
+           "load_inference", "structure_groups", "take_prediction", "take_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +134,44 @@ class InferenceModel:
 
     def outputs(self, analysis: LayerAnalysis, totals: ModelTotals,
                 items: Sequence[Item] | RequestTable | None = None) -> NDArray[np.float32]:
-        """``[n, out_dim]`` standardised network outputs."""
-        return self.net(self.graphs(analysis, totals, items))
+        """``[n, out_dim]`` standardised network outputs; zeros for the requests whose correction the
+        head sets aside (:meth:`~llmco2.prediction.head.OutputHead.correction_unused`: their graphs are
+        neither built nor run)."""
+        keep, g = self.kept_graphs(analysis, totals, items)
+        return self.scatter(keep, self.net(g) if g is not None else None, len(analysis.batch))
+
+    def kept_graphs(self, analysis: LayerAnalysis, totals: ModelTotals,
+                    items: Sequence[Item] | RequestTable | None = None) -> tuple[NDArray[np.int64] | None, GraphArrays | None]:
+        """The rows whose network outputs the head reads (``None``: all of them) and their graphs
+        (``None`` where there are none): the requests of a GPU the network never saw, with no seen
+        sibling die, are predicted by the step physics alone, so their graphs are left out."""
+        if items is None:
+            return None, self.graphs(analysis, totals, items)
+        skip = self.head.correction_unused(items)
+        if not skip.any():
+            return None, self.graphs(analysis, totals, items)
+        keep = np.flatnonzero(~skip)
+        if not len(keep):
+            return keep, None
+        n = len(skip)
+        # one run of rows (as :meth:`predict` orders them) is cut as views, not copied
+        rows: slice | NDArray[np.int64] = slice(int(keep[0]), int(keep[-1]) + 1) if keep[-1] - keep[0] + 1 == len(keep) else keep
+        if isinstance(items, RequestTable):
+            kept: RequestTable | list[Item] = items.take(rows)
+        else:
+            kept = list(items)[rows] if isinstance(rows, slice) else [items[i] for i in rows.tolist()]
+        return keep, self.graphs(take_rows(analysis, rows, n), take_rows(totals, rows, n), kept)
+
+    def scatter(self, keep: NDArray[np.int64] | None, z: NDArray[np.float32] | None, n: int) -> NDArray[np.float32]:
+        """The network's outputs ``z`` of the rows ``keep`` (:meth:`kept_graphs`) as ``[n, out_dim]``,
+        zeros elsewhere."""
+        if keep is None:
+            assert z is not None
+            return z
+        out = np.zeros((n, self.net.out_dim), dtype=np.float32)
+        if z is not None:
+            out[keep] = z
+        return out
 
     def predict(self, requests: RequestTable | Sequence[Item]) -> PhasePrediction:
         """Energy, latency, interval and notes of every request (same as ``GNNPredictor.predict``).
@@ -144,8 +180,23 @@ class InferenceModel:
         steps of :data:`PIPELINE_ROWS` requests (bounding the memory held). With two or more
         threads (:func:`llmco2.prediction.numpy_forward.forward_threads`), the network of one step runs
         in a worker thread while the main thread builds the next step's graphs and finishes the
-        previous step. Each request's numbers are the same either way."""
+        previous step. Each request's numbers are the same either way. A request on a GPU the network
+        never saw (nor its die) is predicted by the step physics alone, so its graph is neither built
+        nor run (:meth:`kept_graphs`); such requests are gathered after the others, so that most
+        steps hold only one kind, and the results are put back in the requests' order."""
         table = requests if isinstance(requests, RequestTable) else RequestTable.from_items(list(requests))
+        n = len(table)
+        order = None
+        if n > PIPELINE_ROWS:  # the requests whose network outputs the head reads first, so that steps are mostly all or none
+            skip = self.head.correction_unused(table)
+            if skip.any() and not skip.all():
+                order = np.argsort(skip, kind="stable")
+                requests = table = table.take(order)
+        out = self._predict_table(table, requests)
+        return out if order is None else take_prediction(out, np.argsort(order))
+
+    def _predict_table(self, table: RequestTable, requests: RequestTable | Sequence[Item]) -> PhasePrediction:
+        """:meth:`predict` of the requests of ``table`` (``requests``: the same, as given), in their order."""
         analysis = analyze_layers(table.layer_batch())
         totals = model_totals(analysis)
         n = len(table)
@@ -165,7 +216,8 @@ class InferenceModel:
                 pending: tuple[slice, LayerAnalysis, ModelTotals, Future[NDArray[np.float32]]] | None = None
                 for rows in steps:
                     part, part_totals = take_rows(analysis, rows, n), take_rows(totals, rows, n)
-                    network = worker.submit(self.net, self.graphs(part, part_totals, table.take(rows)))
+                    keep, g = self.kept_graphs(part, part_totals, table.take(rows))
+                    network = worker.submit(self._scattered, keep, g, rows.stop - rows.start)
                     if pending is not None:
                         parts.append(self._finish(table, requests, *pending[:3], pending[3].result()))
                     pending = (rows, part, part_totals, network)
@@ -174,6 +226,10 @@ class InferenceModel:
         finally:
             sys.setswitchinterval(switch)
         return concat_predictions(parts)
+
+    def _scattered(self, keep: NDArray[np.int64] | None, g: GraphArrays | None, n: int) -> NDArray[np.float32]:
+        """The network on graphs ``g`` of the rows ``keep`` of ``n``, as ``[n, out_dim]`` (:meth:`scatter`)."""
+        return self.scatter(keep, self.net(g) if g is not None else None, n)
 
     def _finish(self, table: RequestTable, requests: RequestTable | Sequence[Item], rows: slice, analysis: LayerAnalysis,
                 totals: ModelTotals, z: NDArray[np.float32]) -> PhasePrediction:
@@ -193,7 +249,7 @@ class InferenceModel:
         return np.where(data.phase == 2, per_config[:, 0] + per_config[:, 1], out)
 
 
-def take_rows(value: Any, rows: slice, n: int) -> Any:
+def take_rows(value: Any, rows: slice | NDArray[np.int64], n: int) -> Any:
     """``value`` (a `LayerAnalysis`, `ModelTotals` or any nesting of dataclasses, dicts and
     arrays) with every array of ``n`` rows cut to ``rows``; anything else is kept as it is."""
     if isinstance(value, np.ndarray):
@@ -203,6 +259,14 @@ def take_rows(value: Any, rows: slice, n: int) -> Any:
     if is_dataclass(value) and not isinstance(value, type):
         return replace(value, **{f.name: take_rows(getattr(value, f.name), rows, n) for f in fields(value) if f.init})
     return value
+
+
+def take_prediction(pred: PhasePrediction, idx: NDArray[np.int64]) -> PhasePrediction:
+    """The predictions of the requests ``idx`` of ``pred``, in that order."""
+    arrays = {name: getattr(pred, name)[idx] for name in ("energy_j", "latency_s", "energy_low_j", "energy_high_j", "prior_j")}
+    return PhasePrediction(**arrays, notes=[pred.notes[i] for i in idx.tolist()], levels=pred.levels,
+                           memory_bytes=None if pred.memory_bytes is None else pred.memory_bytes[idx],
+                           fits_in_memory=None if pred.fits_in_memory is None else pred.fits_in_memory[idx])
 
 
 def concat_predictions(parts: Sequence[PhasePrediction]) -> PhasePrediction:
