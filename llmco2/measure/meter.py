@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from llmco2.errors import InvalidInputError
 from llmco2.measure.errors import CounterWrapError, MeasurementError, WindowError
@@ -49,6 +49,23 @@ class Meter(Protocol):
     def begin_window(self, name: str) -> None: ...
 
     def end_window(self, name: str) -> Measurement: ...
+
+
+@runtime_checkable
+class IdleMeter(Protocol):
+    """A meter that reads each GPU's idle power (W, by GPU index) before a sweep."""
+
+    def measure_idle_power(self, duration_s: float = 5.0, sleep: Callable[[float], None] | None = None) -> dict[int, float]: ...
+
+
+@runtime_checkable
+class CounterMeter(Protocol):
+    """A meter whose ``method`` may be the GPUs' energy counter (``"nvml_energy"``), whose update period
+    and increment it can probe under load."""
+
+    method: str
+
+    def probe_counter(self, load: Callable[[], None] | None = None, duration_s: float = 2.0) -> CounterProbe | None: ...
 
 
 def cuda_synchronizer(gpus: Sequence[int]) -> Callable[[], None]:

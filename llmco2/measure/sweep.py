@@ -17,9 +17,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from llmco2.errors import InvalidInputError, UnknownIdError
+from llmco2.measure.meter import CounterMeter, IdleMeter
 from llmco2.measure.modes import DECODE_MODES, ENGINE_OF_MODE, decode_mode_of
 from llmco2.measure.store import ResultStore, canonical_rows, check_rows, config_fields, config_key, one_line
 from llmco2.measure.sweep_args import parse_gpus, parse_model_paths, read_engines
@@ -280,6 +281,14 @@ class _NoProgress:
         return None
 
 
+@runtime_checkable
+class ModeRunner(Protocol):
+    """A runner that decodes in a mode (``eager`` or ``static``, :data:`llmco2.measure.modes.DECODE_MODES`) set per
+    configuration from its engine."""
+
+    decode_mode: str
+
+
 def run_sweep(options: SweepOptions, *, meter: Any = None, runner: Any = None, probe_load: Any = None) -> dict[str, Any]:
     """Measure every remaining configuration of this shard; returns a summary.
 
@@ -311,7 +320,7 @@ def run_sweep(options: SweepOptions, *, meter: Any = None, runner: Any = None, p
         counts = plan.counts()
         log.info("%d configurations for %s to measure (%d done before, %d failed before, %d for other GPUs)",
                  len(todo), device, counts["done"], counts["failed"], counts["other_gpu"])
-        if todo and options.idle_s > 0 and hasattr(meter, "measure_idle_power"):
+        if todo and options.idle_s > 0 and isinstance(meter, IdleMeter):
             meter.measure_idle_power(options.idle_s)
         if runner is None:
             from llmco2.measure.runner import InferenceRunner
@@ -319,7 +328,7 @@ def run_sweep(options: SweepOptions, *, meter: Any = None, runner: Any = None, p
             runner = InferenceRunner(meter, gpus=options.gpus, repeats=options.repeats, warmup=options.warmup,
                                      model_paths=options.model_paths, seed=options.seed, policy=options.policy,
                                      decode_mode=options.decode_mode)
-        if todo and options.probe_s > 0 and getattr(meter, "method", None) == "nvml_energy" and hasattr(meter, "probe_counter"):
+        if todo and options.probe_s > 0 and isinstance(meter, CounterMeter) and meter.method == "nvml_energy":
             load = probe_load if probe_load is not None else runner.counter_load()
             probe = meter.probe_counter(load, options.probe_s)
             log.info("energy counter: update period %.1f ms, increment %s J", probe.period_s * 1000, probe.increment_j)
@@ -332,7 +341,7 @@ def run_sweep(options: SweepOptions, *, meter: Any = None, runner: Any = None, p
                     bar.update(task, description=f"{c.arch.id} b{c.request.batch_size} p{c.request.prompt_tokens} "
                                                  f"g{c.request.generated_tokens} {c.request.weight_dtype}")
                     try:
-                        if hasattr(runner, "decode_mode"):
+                        if isinstance(runner, ModeRunner):
                             runner.decode_mode = decode_mode_of(c.fields["engine"])
                         result = runner.run(c.arch, c.request)
                         table = check_rows(canonical_rows(result, c.arch, c.request, device, source_file=options.shard_out.name,

@@ -88,6 +88,25 @@ class LatencyPredictor(Protocol):
     def predict_row_latency(self, data: EnergyData) -> NDArray[np.float64]: ...
 
 
+@runtime_checkable
+class IntervalPredictor(Protocol):
+    """A predictor that gives each row's interval with its prediction (the GNN): predicted energy,
+    interval low and high (J)."""
+
+    def predict_row_intervals(self, data: EnergyData) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]: ...
+
+
+@runtime_checkable
+class EpochTrainer(Protocol):
+    """A predictor trained epoch by epoch (the GNN): it keeps its loss ``history``, writes its state after
+    every epoch to ``checkpoint_dir`` and ``resume``s from it, and saves a safetensors checkpoint."""
+
+    history: Any
+
+    def fit(self, train: EnergyData, val: EnergyData | None = None, progress: bool = False,
+            latency_data: EnergyData | None = None, checkpoint_dir: str | Path | None = None, resume: bool = False) -> Any: ...
+
+
 def predictions_frame(model: Any, data: EnergyData) -> pd.DataFrame:
     """Rows of ``data`` with the model's prediction and the error. A reading that sums devices the
     run did not use (:func:`llmco2.data.scope.node_wide`) is compared at its scope: the prediction
@@ -96,7 +115,7 @@ def predictions_frame(model: Any, data: EnergyData) -> pd.DataFrame:
     frame = data.table[["source", "source_file", "source_row", "device", "model", "batch_size", "prompt_tokens",
                         "generated_tokens", "phase", "energy_j"]].copy()
     frame["family"] = frame["model"].astype(str).map(family)
-    if hasattr(model, "predict_row_intervals"):
+    if isinstance(model, IntervalPredictor):
         frame["predicted_j"], frame["low_j"], frame["high_j"] = model.predict_row_intervals(data)
     else:
         frame["predicted_j"] = model.predict_rows(data)
@@ -146,7 +165,7 @@ def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
         why = "; ".join(f"{n} rows: {r}" for r, n in parts["test"].excluded.items()) or "no rows"
         raise InvalidInputError(f"split {split.name} leaves no test row with a usable energy ({why})", field="split.holdout")
     model = instantiate(cfg.model.predictor, "model.predictor")
-    if hasattr(model, "history"):  # the GNN: last and best checkpoints after every epoch; resume=true continues
+    if isinstance(model, EpochTrainer):  # the GNN: last and best checkpoints after every epoch; resume=true continues
         model.fit(parts["train"], parts.get("val"), progress=True, checkpoint_dir=out / "checkpoints",
                   resume=bool(cfg.get("resume", False)))
     else:
@@ -161,10 +180,10 @@ def train(cfg: Any, out_dir: str | Path | None = None) -> dict[str, Any]:
         "seconds": time.perf_counter() - start,
         "test": _metrics(frame),
     }
-    if hasattr(model, "history"):
+    if isinstance(model, EpochTrainer):
         metrics["best_epoch"] = model.history.best_epoch
         metrics["train_seconds"] = model.history.seconds
-    model.save(out / ("checkpoint.safetensors" if hasattr(model, "history") else "checkpoint.skops"))
+    model.save(out / ("checkpoint.safetensors" if isinstance(model, EpochTrainer) else "checkpoint.skops"))
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     log.info("%s on %s/%s: MAPE %.3f EBA10 %.3f EBA30 %.3f", cfg.model.name, cfg.data.name, split.name,
              metrics["test"]["mape"], metrics["test"]["eba_10"], metrics["test"]["eba_30"])
