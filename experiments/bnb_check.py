@@ -13,13 +13,10 @@ Predicted columns:
   these rows before the ``quantisation`` input (int8 at the int8 peak, int4 as weight-only 4-bit);
 * ``predict``: ``llmco2.predict(..., quantisation=...)`` as shipped (checkpoint and step physics
   unchanged: the bitsandbytes kernels enter as extra bytes and operations of the linear slots);
-* ``physics``: the shipped checkpoint's step physics alone (:func:`llmco2.physics.step_physics.step_cost`);
-* ``+launches``: the same physics counting every kernel bitsandbytes launches
-  (:func:`llmco2.analytic.quantised.kernel_launches`, not one per DAG slot): the one-line change
-  to ``step_physics.shapes_of`` this experiment proposes, emulated here;
-* ``+syncs``: as ``+launches``, and an engine without CUDA graphs pays host and GPU time one after
-  the other (not the larger of the two) on rows whose layers synchronise the host
-  (:func:`llmco2.analytic.quantised.host_syncs`: LLM.int8's two per linear layer); emulated here.
+* ``physics``: the shipped checkpoint's step physics alone (:func:`llmco2.physics.step_physics.step_cost`),
+  which counts every kernel bitsandbytes launches (:func:`llmco2.analytic.quantised.kernel_launches`)
+  and, on rows whose layers synchronise the host (:func:`llmco2.analytic.quantised.host_syncs`:
+  LLM.int8's two per linear layer), pays host and GPU time one after the other, not the larger of the two.
 
     .venv/bin/python experiments/bnb_check.py            # prints the Markdown table
 """
@@ -28,7 +25,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -39,18 +35,16 @@ sys.path.insert(0, str(ROOT))
 
 import llmco2  # noqa: E402
 from llmco2.analytic.layer import LayerBatch, analyze_layers  # noqa: E402
-from llmco2.analytic.quantised import host_syncs, kernel_launches  # noqa: E402
 from llmco2.data.importers.collected import import_collected  # noqa: E402
 from llmco2.data.paths import find_shared_data  # noqa: E402
 from llmco2.physics.hardware_rows import HardwareRows  # noqa: E402
-from llmco2.physics.step_physics import HEAD_KERNELS, overhead_arrays, shapes_of, step_cost  # noqa: E402
+from llmco2.physics.step_physics import overhead_arrays, shapes_of, step_cost  # noqa: E402
 from llmco2.physics.step_prior import StepPrior  # noqa: E402
 from llmco2.prediction.loading import default_checkpoint_path  # noqa: E402
 from llmco2.specs import Request, get_gpu, get_model  # noqa: E402
 
 SOURCE = "collected/hb_thesis_a100pcie.csv"
 METHODS = ("bnb-int8", "bnb-nf4")
-VARIANTS = ("physics", "+launches", "+syncs")
 
 
 def measured(table: pd.DataFrame) -> pd.DataFrame:
@@ -69,8 +63,8 @@ def measured(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def physics_ratios(rows: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Latency and energy ratios quantised / fp16 of the shipped step physics, per variant (``[n, 2]``)."""
+def physics_ratios(rows: pd.DataFrame) -> np.ndarray:
+    """``[n, 2]`` latency and energy ratios quantised / fp16 of the shipped step physics."""
     meta = json.loads(default_checkpoint_path().with_suffix(".json").read_text())
     params = StepPrior.from_state_dict(meta["step_prior"]).params  # type: ignore[union-attr]
     items = []
@@ -83,22 +77,11 @@ def physics_ratios(rows: pd.DataFrame) -> dict[str, np.ndarray]:
     b = a.batch
     hw = HardwareRows.of([g for _, _, g in items])
     engines = [r.engine for _, r, _ in items]
-    out = {}
-    for variant in VARIANTS:
-        total = np.zeros((len(items), 2))
-        for phase, steps in (("prefill", np.ones(len(items))), ("decode", b.generated - 1.0)):
-            x = shapes_of(a, phase, steps, engines, hw)
-            oh = overhead_arrays(engines, params)
-            if variant != "physics":
-                x = replace(x, kernels=kernel_launches(a, phase) * b.layers + len(HEAD_KERNELS))
-            if variant == "+syncs":  # host and GPU one after the other: the smaller of the two adds to the step
-                gpu_s = step_cost(x, params, oh).gpu_time_s
-                host_s = x.kernels * oh[2] * (1.0 - oh[3])
-                oh = (oh[0] + np.where(host_syncs(a) > 0, np.minimum(gpu_s, host_s), 0.0), *oh[1:])
-            c = step_cost(x, params, oh)
-            total += np.stack([c.time_s, c.energy_j], axis=1) * steps[:, None]
-        out[variant] = total[0::2] / total[1::2]
-    return out
+    total = np.zeros((len(items), 2))
+    for phase, steps in (("prefill", np.ones(len(items))), ("decode", b.generated - 1.0)):
+        c = step_cost(shapes_of(a, phase, steps, engines, hw), params, overhead_arrays(engines, params))
+        total += np.stack([c.time_s, c.energy_j], axis=1) * steps[:, None]
+    return total[0::2] / total[1::2]
 
 
 def predicted_ratios(rows: pd.DataFrame, by_dtype: bool = False) -> np.ndarray:
@@ -122,12 +105,12 @@ def table_markdown() -> str:
     rows = measured(import_collected(Path(shared) / SOURCE).table).sort_values(["model", "method"]).reset_index(drop=True)
     before, pred = predicted_ratios(rows, by_dtype=True), predicted_ratios(rows)
     phys = physics_ratios(rows)
-    cols = "dtype only | predict | physics | +launches | +syncs"
+    cols = "dtype only | predict | physics"
     head = f"| model | batch | method | rows (q / fp16) | measured latency ratio | {cols} | measured energy ratio | {cols} |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for i, r in rows.iterrows():
-        t = [before[i, 0], pred[i, 0], *(phys[v][i, 0] for v in VARIANTS)]
-        e = [before[i, 1], pred[i, 1], *(phys[v][i, 1] for v in VARIANTS)]
+        t = [before[i, 0], pred[i, 0], phys[i, 0]]
+        e = [before[i, 1], pred[i, 1], phys[i, 1]]
         lines.append(f"| {r.model} | {int(r.batch_size)} | {r.method} | {r.n} / {r.n_fp16} | **{r.t_ratio:.2f}** | "
                      + " | ".join(f"{v:.2f}" for v in t) + f" | **{r.e_ratio:.2f}** | " + " | ".join(f"{v:.2f}" for v in e) + " |")
     return "\n".join(lines)

@@ -332,3 +332,30 @@ def test_weight_only_low_bit_gemms_run_at_their_share_of_the_compute_rate_where_
     awq_big, ops_awq = linear_seconds(512, "awq", "prefill")
     assert ops_awq == pytest.approx(ops_fp16)
     assert awq_big == pytest.approx(fp16_big / WEIGHT_ONLY_COMPUTE_RATE, rel=1e-6)
+
+
+def test_layers_that_synchronise_the_host_pay_host_and_gpu_time_one_after_the_other() -> None:
+    """bitsandbytes LLM.int8 synchronises the host twice per linear layer, so under an engine without CUDA graphs a
+    step costs its GPU time plus its launch time, not the larger of the two; fp16 layers, which never wait, overlap
+    them; under CUDA graphs there is no launch time to add. The rows' shapes say which is which (``host_synced``)."""
+    from llmco2.physics.step_physics import overhead_arrays
+
+    arch, gpu = get_model("llama3.2-1b"), get_gpu("a100-pcie-40gb")
+    p = StepParams(engines={"hf": EngineOverhead(0.01, 0.0, 5e-6, False), "vllm": EngineOverhead(0.0, 0.0, 5e-6, True)})
+    for engine in ("hf", "vllm"):
+        items = [(arch, Request(batch_size=16, prompt_tokens=128, generated_tokens=128, engine=engine, quantisation=q), gpu)
+                 for q in (None, "bnb-int8")]
+        x = step_shapes(items, "decode", 127.0)
+        assert x.host_synced.tolist() == [0.0, 1.0]
+        oh = overhead_arrays(x.engines, p)
+        cost = step_cost(x, p, oh)
+        host = x.kernels * oh[2] * (1.0 - oh[3])
+        gpu_s = cost.gpu_time_s
+        assert cost.time_s[0] == pytest.approx(max(gpu_s[0], host[0]) + oh[0][0], rel=1e-12)
+        assert cost.time_s[1] == pytest.approx(gpu_s[1] + host[1] + oh[0][1], rel=1e-12)
+        if engine == "hf":
+            assert host[1] > 0.0 and x.kernels[1] > 8 * x.kernels[0]
+        else:
+            assert host[1] == 0.0
+        one = x.take(np.array([1]))
+        assert one.host_synced.tolist() == [1.0] and x.take(np.array([0])).merged(one).host_synced.tolist() == [1.0]

@@ -21,8 +21,10 @@ embedding / final norm / LM head:
   being what that path adds to NVLink's (0 on NVLink, whose latency the fitted constant holds);
 * ``t_gpu = sum_k t_k`` and, with CUDA graphs, ``t = t_gpu + step + seqs x per_sequence``; an
   engine that launches kernels from the host (no graphs) waits for the slower of the two:
-  ``t = max(t_gpu, kernels x launch) + step + seqs x per_sequence`` (the engine's overheads, s);
-  an online server (requests arriving over HTTP, tokens streamed back) adds its front end's cost
+  ``t = max(t_gpu, kernels x launch) + step + seqs x per_sequence`` (the engine's overheads, s),
+  except where the layers synchronise the host (bitsandbytes LLM.int8's outlier detection,
+  :func:`llmco2.analytic.quantised.host_syncs`): the host cannot queue kernels ahead of the GPU
+  there, so the two times add, ``t_gpu + kernels x launch``; an online server (requests arriving over HTTP, tokens streamed back) adds its front end's cost
   per sequence and step where the engine runs it in the step loop (``serving_sequence``: output
   processing, incremental detokenisation and streaming), zero in an offline batch run, and a cost
   per step for each GPU worker beyond the first (``serving_worker``: the driver hands each step to
@@ -77,7 +79,7 @@ from numpy.typing import NDArray
 from llmco2.analytic.experts import all_to_all_rows, rank_batch
 from llmco2.analytic.layer import KERNEL_NAMES, LayerAnalysis, LayerBatch, analyze_layers
 from llmco2.analytic.model import head_costs
-from llmco2.analytic.quantised import LINEAR_SLOTS, kernel_launches, weight_only_rows
+from llmco2.analytic.quantised import LINEAR_SLOTS, host_syncs, kernel_launches, weight_only_rows
 from llmco2.analytic.table import value_codes
 from llmco2.physics.hardware_rows import HardwareRows
 from llmco2.physics.link_rows import A2A_SLOT, collectives_per_layer, wire_bytes
@@ -204,6 +206,9 @@ class StepShapes:
     # [n] share of the compute rate the linear layers' GEMMs reach (WEIGHT_ONLY_COMPUTE_RATE for
     # weight-only low-bit kernels, else 1); None: 1 everywhere
     linear_rate: Array | None = None
+    # [n] 1.0 where the layers synchronise the host (bitsandbytes LLM.int8, ``host_syncs``): the host
+    # cannot run ahead of the GPU, so their times add instead of overlapping; None: 0 everywhere
+    host_synced: Array | None = None
 
     def __len__(self) -> int:
         return len(self.sequences)
@@ -213,7 +218,8 @@ class StepShapes:
         return StepShapes(self.compute_s[idx], self.memory_s[idx], self.network_s[idx], self.weight_s[idx], self.kernels[idx],
                           self.collectives[idx], self.sequences[idx], self.num_gpus[idx], self.tdp_w[idx], self.idle_w[idx],
                           self.mem_bw_bytes_per_s[idx], self.moe[idx], eng, self.node_nm[idx], self.peak16_ops_per_s[idx],
-                          self.dram_pj_per_byte[idx], None if self.linear_rate is None else self.linear_rate[idx])
+                          self.dram_pj_per_byte[idx], None if self.linear_rate is None else self.linear_rate[idx],
+                          None if self.host_synced is None else self.host_synced[idx])
 
     def merged(self, other: StepShapes) -> StepShapes:
         """One iteration doing the work of both (a chunked-prefill step: a prefill and a decode
@@ -223,7 +229,13 @@ class StepShapes:
                           self.network_s + other.network_s, np.maximum(self.weight_s, other.weight_s),
                           np.maximum(self.kernels, other.kernels), np.maximum(self.collectives, other.collectives),
                           self.sequences + other.sequences, self.num_gpus, self.tdp_w, self.idle_w, self.mem_bw_bytes_per_s, self.moe, self.engines,
-                          self.node_nm, self.peak16_ops_per_s, self.dram_pj_per_byte, self.linear_rate)
+                          self.node_nm, self.peak16_ops_per_s, self.dram_pj_per_byte, self.linear_rate,
+                          _either(self.host_synced, other.host_synced))
+
+
+def _either(a: Array | None, b: Array | None) -> Array | None:
+    """The larger of two optional per-step flags (``None``: zeros)."""
+    return b if a is None else a if b is None else np.maximum(a, b)
 
 
 def arithmetic_power_w(p: StepParams, node_nm: Any, peak16_ops_per_s: Any) -> Any:
@@ -275,7 +287,7 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
                       collectives * b.layers, rank_batch(b).astype(np.float64), b.num_gpus.astype(np.float64),
                       b.tdp_w.astype(np.float64), hw.idle_w, b.mem_bw_bytes_per_s.astype(np.float64),
                       b.moe.astype(np.float64), list(engines), hw.node_nm, hw.peak16_ops_per_s, hw.dram_pj_per_byte,
-                      np.where(weight_only_rows(b), WEIGHT_ONLY_COMPUTE_RATE, 1.0))
+                      np.where(weight_only_rows(b), WEIGHT_ONLY_COMPUTE_RATE, 1.0), (host_syncs(a) > 0).astype(np.float64))
 
 
 def overhead_arrays(engines: Sequence[str], params: StepParams, online: bool = False,
@@ -314,7 +326,7 @@ def step_cost(x: StepShapes, p: StepParams, overheads: tuple[Array, Array, Array
     oh = overheads if overheads is not None else overhead_arrays(x.engines, p, online, x.num_gpus)
     kernel_s = kernel_seconds(x.compute_s, x.memory_s, x.moe, p, x.linear_rate).sum(axis=1)
     sums = WorkSums(kernel_s, x.compute_s.sum(axis=1), x.memory_s.sum(axis=1), x.network_s.sum(axis=1), x.kernels,
-                    x.collectives, x.sequences)
+                    x.collectives, x.sequences, 0.0 if x.host_synced is None else x.host_synced)
     t, power = time_and_power(sums, x, p, oh)
     return StepCost(t, power * t, power, sums.with_sequence_work(oh[5], x.mem_bw_bytes_per_s, p).gpu_time_s(p, oh[4]))
 
@@ -345,6 +357,7 @@ class WorkSums:
     kernels: Any
     collectives: Any
     sequences: Any
+    host_synced: Any = 0.0  # 1.0 where the step's layers synchronise the host (host and GPU time add)
 
     def with_sequence_work(self, sequence_bytes: Any, mem_bw_bytes_per_s: Any, p: StepParams) -> WorkSums:
         """These sums with the engine's GPU work per sequence (``sequence_bytes`` per sequence and
@@ -381,7 +394,9 @@ def time_and_power(w: WorkSums, hw: Any, p: StepParams, overheads: tuple, ops: E
     w = w.with_sequence_work(seq_bytes, hw.mem_bw_bytes_per_s, p)
     t_gpu = w.gpu_time_s(p, coll)
     t_host = w.kernels * launch * (1.0 - graphs)  # CUDA graphs: no host launches to wait for
-    t = ops.maximum(t_gpu, t_host) + step + per_seq * w.sequences
+    # the host queues kernels ahead of the GPU, so the larger of the two sets the step; where the layers
+    # synchronise the host (LLM.int8's outlier handling) it waits for the GPU each time: they add
+    t = ops.maximum(t_gpu, t_host) + w.host_synced * ops.minimum(t_gpu, t_host) + step + per_seq * w.sequences
     u_c = w.compute_s / t
     u_m = w.memory_s / t
     busy = ops.minimum(w.kernel_s / t, 1.0)

@@ -92,6 +92,7 @@ class MergedStepCost:
     overheads: tuple
     batches: tuple[float, ...]
     contexts: tuple[float, ...]
+    host_synced: float = 0.0  # 1.0 where the layers synchronise the host (bitsandbytes LLM.int8)
 
     @classmethod
     def build(cls, arch: ModelArch, gpu: GPU, request: Request, params: StepParams, decode_probe: int = 8) -> MergedStepCost:
@@ -112,7 +113,8 @@ class MergedStepCost:
         return cls(params, ScalarHardware.of(one), np.concatenate([phase_work(p), phase_work(d)]),
                    kernel_seconds(unit, np.zeros((1, k)), one.moe, params, one.linear_rate)[0],
                    kernel_seconds(np.zeros((1, k)), unit, one.moe, params, one.linear_rate)[0], oh,
-                   tuple(float(b) for b in SHAPE_BATCHES), tuple(float(c) for c in contexts))
+                   tuple(float(b) for b in SHAPE_BATCHES), tuple(float(c) for c in contexts),
+                   0.0 if one.host_synced is None else float(one.host_synced[0]))
 
     def _corners(self, phase: int, batch: float, context: float) -> tuple[list[int], list[float]]:
         """Rows of ``work`` around (``batch``, ``context``) in ``phase`` (0 prefill, 1 decode) and their weights."""
@@ -144,7 +146,8 @@ class MergedStepCost:
         kernel_s = float(np.maximum(merged[:k] * self.slot_compute, merged[k:2 * k] * self.slot_memory).sum())
         compute, memory, network = merged[:3 * k].reshape(3, k).sum(axis=1).tolist()
         (kp, cp), (kd, cd) = rows[:, 4 * k:].tolist()
-        sums = WorkSums(kernel_s, compute, memory, network, max(kp, kd), max(cp, cd), float(max(int(num_seqs), 1) + decode_batch))
+        sums = WorkSums(kernel_s, compute, memory, network, max(kp, kd), max(cp, cd), float(max(int(num_seqs), 1) + decode_batch),
+                        self.host_synced)
         t, power = time_and_power(sums, self.hardware, self.params, self.overheads, FLOATS)
         return power * t, t
 

@@ -179,7 +179,8 @@ def _concat(xs: list[SteadyShapes]) -> SteadyShapes:
                                                                                  "tdp_w", "idle_w", "mem_bw_bytes_per_s", "moe")),
                           [e for v in s for e in v.engines],
                           *(np.concatenate([getattr(v, f) for v in s]) for f in ("node_nm", "peak16_ops_per_s", "dram_pj_per_byte")),
-                          np.concatenate([v.linear_rate if v.linear_rate is not None else np.ones(len(v)) for v in s]))
+                          np.concatenate([v.linear_rate if v.linear_rate is not None else np.ones(len(v)) for v in s]),
+                          np.concatenate([v.host_synced if v.host_synced is not None else np.zeros(len(v)) for v in s]))
     return SteadyShapes(steps("decode"), steps("prefill"), *(np.concatenate([getattr(x, f) for x in xs])
                                                              for f in PER_SERVER_FIELDS))
 

@@ -107,7 +107,7 @@ def steady_shapes(cases: Sequence[ServerCase]) -> SteadyShapes:
                           np.where(chunked, mixed.kernels, prefill.kernels), np.where(chunked, mixed.collectives, prefill.collectives),
                           np.where(chunked, mixed.sequences, prefill.sequences), prefill.num_gpus, prefill.tdp_w,
                           prefill.idle_w, prefill.mem_bw_bytes_per_s, prefill.moe, prefill.engines, prefill.node_nm,
-                          prefill.peak16_ops_per_s, prefill.dram_pj_per_byte, prefill.linear_rate)
+                          prefill.peak16_ops_per_s, prefill.dram_pj_per_byte, prefill.linear_rate, prefill.host_synced)
     return SteadyShapes(decode, combined, np.array(batch, float), np.array(share, float), chunked, np.array(ctx, float),
                         np.array(starts, float))
 
