@@ -211,3 +211,31 @@ def test_options_and_fingerprint() -> None:
     plain = FileJob("r.csv", "o.csv").fingerprint_options()
     assert "quantisation" not in plain and plain["dtype"] == "fp16"  # as a run written before the option
     assert FileJob("r.csv", "o.csv", RequestOptions(quantisation="awq")).fingerprint_options()["quantisation"] == "awq"
+
+
+def test_gguf_types_store_their_files_bits_per_weight() -> None:
+    """A GGUF type is llama.cpp's block format: the weight-only path at the bits per weight of its Llama-3-8B file in
+    llama.cpp's quantise tool (Q4_K_M 4.58 GiB -> 4.90 bits), named as llama.cpp spells it or with a gguf- prefix; a
+    bare gguf names no type and is refused with one line."""
+    from llmco2.specs.quantisation import GGUF_BITS_PER_WEIGHT, LLAMA3_8B_PARAMS
+
+    assert GGUF_BITS_PER_WEIGHT["q4-k-m"] == pytest.approx(4.58 * 2**30 * 8 / LLAMA3_8B_PARAMS) == pytest.approx(4.90, abs=0.005)
+    assert GGUF_BITS_PER_WEIGHT["q8-0"] == pytest.approx(8.5, abs=0.02)  # Q8_0 blocks: 34 bytes per 32 weights
+    for name in ("Q4_K_M", "q4_k_m", "gguf-q4-k-m", "Q4_K"):
+        assert canonical_quantisation(name) == "gguf-q4-k-m"
+    r = Request(quantisation="Q4_K_M")
+    assert r.weight_dtype == "int4" and r.quant_path == "weight-only" and r.weight_bytes == pytest.approx(4.90 / 8, abs=1e-3)
+    assert Request(quantisation="q8_0").weight_bytes == pytest.approx(GGUF_BITS_PER_WEIGHT["q8-0"] / 8)
+    with pytest.raises(InvalidInputError, match="gguf-q4-k-m") as err:
+        Request(quantisation="gguf")
+    assert err.value.field == "quantisation" and "\n" not in str(err.value)
+
+
+def test_gguf_decode_streams_the_files_bytes() -> None:
+    """At batch 1 llama.cpp decode streams the weights: Q4_K_M is slower than 4-bit weights by its extra bits and
+    faster than fp16, and Q8_0 lies between."""
+    t = {q: llmco2.predict("llama3.1-8b", "rtx-4090", batch_size=1, prompt_tokens=1, gen_tokens=129, engine="llama-cpp",
+                           **({"quantisation": q} if q.startswith("gguf") else {"dtype": q})).latency_s["decode"]
+         for q in ("int4", "gguf-q4-k-m", "gguf-q8-0", "fp16")}
+    assert t["int4"] < t["gguf-q4-k-m"] < t["gguf-q8-0"] < t["fp16"]
+    assert 1.05 < t["gguf-q4-k-m"] / t["int4"] < 4.90 / 4.0

@@ -22,8 +22,13 @@ The method names are those of the canonical data schema's ``quantisation`` colum
   token a fused 4-bit GEMV reads the packed weights. The weights are stored as 4-bit codes plus
   one fp32 absmax per block of 64 (:data:`BNB_4BIT_SCALE_BYTES`).
 
-``hqq``, ``gguf`` and ``other`` are schema values the engine does not model; a request naming them
-is refused.
+* GGUF types (llama.cpp's block formats, as Ollama and llama.cpp run them: ``gguf-q4-k-m`` and the
+  others of :data:`GGUF_BITS_PER_WEIGHT`): the weight-only path (packed blocks dequantised inside
+  llama.cpp's matrix kernels), with the bytes per weight of the whole file that llama.cpp's own quantise
+  tool lists for Llama-3-8B (block scales and the tensors a mix keeps at more bits included).
+
+``hqq``, a bare ``gguf`` and ``other`` are schema values the engine does not model; a request naming
+them is refused (a bare ``gguf`` with the types to name instead).
 """
 
 from __future__ import annotations
@@ -50,6 +55,20 @@ BNB_4BIT_BLOCK = 64
 #: Bytes of block scales per weight of bitsandbytes 4-bit: one fp32 absmax per block (no nested
 #: quantisation of the absmax: ``bnb_4bit_use_double_quant=False``, transformers' default).
 BNB_4BIT_SCALE_BYTES = 4.0 / BNB_4BIT_BLOCK
+
+
+#: Parameters of Llama-3-8B, the model llama.cpp's quantise tool lists its file sizes for (the Meta Llama 3 8B
+#: model card, https://huggingface.co/meta-llama/Meta-Llama-3-8B: 8.03 B).
+LLAMA3_8B_PARAMS = 8.03e9
+#: GGUF types and the GiB of their Llama-3-8B file in llama.cpp's quantise tool (ggml-org/llama.cpp,
+#: tools/quantize/quantize.cpp, ``QUANT_OPTIONS``: e.g. ``{ "Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M, " 4.58G, +0.1754
+#: ppl @ Llama-3-8B" }``; ``Q8_0`` "7.96G" is 8.5 bits per weight of 8.03 B in GiB, so ``G`` is GiB). A K-quant mix
+#: keeps some tensors at more bits (``attn_v``, part of ``ffn_down`` and the output in Q6_K for Q4_K_M), so a
+#: type's bits per weight are the file's, not its block's (Q4_K blocks alone: 144 bytes per 256 weights, 4.5).
+GGUF_FILE_GIB = {"q2-k": 2.96, "q3-k-s": 3.41, "q3-k-m": 3.74, "q3-k-l": 4.03, "q4-0": 4.34, "q4-1": 4.78, "q4-k-s": 4.37,
+                 "q4-k-m": 4.58, "q5-0": 5.21, "q5-1": 5.65, "q5-k-s": 5.21, "q5-k-m": 5.33, "q6-k": 6.14, "q8-0": 7.96}
+#: Bits per weight of each GGUF type: its Llama-3-8B file (:data:`GGUF_FILE_GIB`) over the model's parameters.
+GGUF_BITS_PER_WEIGHT = {t: gib * 2**30 * 8 / LLAMA3_8B_PARAMS for t, gib in GGUF_FILE_GIB.items()}
 
 
 @dataclass(frozen=True)
@@ -87,13 +106,18 @@ METHODS: dict[str, QuantMethod] = {m.id: m for m in (
     QuantMethod("fp8", "native", "fp8", ("fp8",), 0.0, "FP8 weights and FP8 arithmetic (W8A8)"),
     QuantMethod("mxfp4", "weight-only", "fp4", ("fp4",), 0.0, "MXFP4 weights, arithmetic in the activation dtype"),
     QuantMethod("nvfp4", "weight-only", "fp4", ("fp4",), 0.0, "NVFP4 weights, arithmetic in the activation dtype"),
+    *(QuantMethod(f"gguf-{t}", "weight-only", "int8" if bits >= 8 else "int4", ("int8",) if bits >= 8 else ("int4",),
+                  bits / 8.0 - (1.0 if bits >= 8 else 0.5),
+                  f"GGUF {t.upper().replace('-', '_')} ({bits:.2f} bits per weight): llama.cpp's block format, "
+                  "dequantised inside its matrix kernels")
+      for t, bits in GGUF_BITS_PER_WEIGHT.items()),
 )}
 QUANTISATIONS: tuple[str, ...] = tuple(METHODS)
 
 #: Schema values that are not modelled, and why.
 UNMODELLED: dict[str, str] = {
     "hqq": "its default backend dequantises the weights in PyTorch, at a speed the engine does not model",
-    "gguf": "its block formats run in llama.cpp's own kernels, which the engine does not model",
+    "gguf": "a bare gguf names no block type; give the type, e.g. gguf-q4-k-m (Q4_K_M, Ollama's usual one)",
     "other": "an unnamed method has no known kernels",
 }
 
@@ -109,6 +133,8 @@ ALIASES: dict[str, str] = {
     "bnb-4bit": "bnb-nf4", "bnb4": "bnb-nf4", "nf4": "bnb-nf4", "bitsandbytes-nf4": "bnb-nf4", "bitsandbytes-4bit": "bnb-nf4",
     "load-in-4bit": "bnb-nf4", "bitsandbytes-fp4": "bnb-fp4",
     "float8": "fp8", "fp8-e4m3": "fp8",
+    **{t: f"gguf-{t}" for t in GGUF_FILE_GIB}, "q4-k": "gguf-q4-k-m", "q5-k": "gguf-q5-k-m", "q3-k": "gguf-q3-k-m",
+    "gguf-q4-k": "gguf-q4-k-m", "gguf-q5-k": "gguf-q5-k-m", "gguf-q3-k": "gguf-q3-k-m",
 }
 
 

@@ -1,0 +1,69 @@
+"""llama.cpp with GGUF weights: predicted single-sequence decode speed against published llama-bench runs.
+
+Rows: the text-generation column ``tg 512`` (tokens/s generating 512 tokens from an empty prompt, one
+sequence, ``llama-bench -n 512``) of XiongjieDai/GPU-Benchmarks-on-LLM-Inference (README.md at
+00dd2bdeb240, "LLaMA 3, NVIDIA GPUs ... snapshots in May 2024"), for the GPUs the catalog holds. Multi-GPU
+rows are llama.cpp's default layer split (each GPU holds a contiguous share of the layers:
+``tensor_parallel=1``, the GPUs as pipeline stages). Predicted: ``llmco2.predict(..., engine="llama-cpp",
+quantisation="gguf-q4-k-m")`` (or ``dtype="fp16"``), 1 prompt token and 513 generated, decode tokens per
+second. Nothing is fitted to these rows: the shipped checkpoint, the catalog's llama.cpp priors and the GGUF
+types' bits per weight (``llmco2.specs.quantisation.GGUF_BITS_PER_WEIGHT``).
+
+    python experiments/llamacpp_check.py            # prints the Markdown table
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import llmco2
+
+SOURCE = ("XiongjieDai/GPU-Benchmarks-on-LLM-Inference, README.md at 00dd2bdeb240 (LLaMA 3, NVIDIA GPUs, snapshots in May "
+          "2024), column tg 512")
+#: (GPU id, GPUs, model, weights, measured tokens/s) of that table.
+ROWS = (
+    ("rtx-3090", 1, "llama3-8b", "Q4_K_M", 115.42), ("rtx-3090", 1, "llama3-8b", "F16", 47.40),
+    ("rtx-4090", 1, "llama3-8b", "Q4_K_M", 130.58), ("rtx-4090", 1, "llama3-8b", "F16", 54.84),
+    ("rtx-3090", 2, "llama3-8b", "Q4_K_M", 111.67), ("rtx-3090", 2, "llama3-8b", "F16", 47.72),
+    ("rtx-3090", 2, "llama3-70b", "Q4_K_M", 16.57),
+    ("rtx-4090", 2, "llama3-8b", "Q4_K_M", 124.65), ("rtx-4090", 2, "llama3-8b", "F16", 53.64),
+    ("rtx-4090", 2, "llama3-70b", "Q4_K_M", 19.22),
+    ("rtx-3090", 4, "llama3-8b", "Q4_K_M", 108.66), ("rtx-3090", 4, "llama3-8b", "F16", 47.07),
+    ("rtx-3090", 4, "llama3-70b", "Q4_K_M", 17.07),
+    ("rtx-4090", 4, "llama3-8b", "Q4_K_M", 120.32), ("rtx-4090", 4, "llama3-8b", "F16", 53.10),
+    ("rtx-4090", 4, "llama3-70b", "Q4_K_M", 19.80),
+    ("rtx-3090", 6, "llama3-70b", "Q4_K_M", 17.09), ("rtx-3090", 6, "llama3-70b", "F16", 5.85),
+    ("rtx-4090", 8, "llama3-8b", "Q4_K_M", 118.09), ("rtx-4090", 8, "llama3-8b", "F16", 52.51),
+    ("rtx-4090", 8, "llama3-70b", "Q4_K_M", 18.94), ("rtx-4090", 8, "llama3-70b", "F16", 6.47),
+)
+
+
+def predicted_tokens_per_s(gpu: str, gpus: int, model: str, weights: str, as_int4: bool = False) -> float:
+    """Decode tokens per second of one sequence under llama.cpp (llmco2's prediction); ``as_int4``: a
+    quantised file given as 4-bit weights (``dtype="int4"``), as before the GGUF types."""
+    how = {"dtype": "fp16"} if weights == "F16" else {"dtype": "int4"} if as_int4 else {"quantisation": "gguf-" + weights.lower()}
+    p = llmco2.predict(model, gpu, gpus=gpus, tp=1, batch_size=1, prompt_tokens=1, gen_tokens=513, engine="llama-cpp", **how)
+    return 512.0 / p.latency_s["decode"]
+
+
+def table_markdown() -> str:
+    lines = ["| GPU | GPUs | model | weights | measured tokens/s | predicted | predicted / measured | as int4: predicted / measured |",
+             "|---|---|---|---|---|---|---|---|"]
+    ratios, quantised = [], []
+    for gpu, n, model, weights, measured in ROWS:
+        pred = predicted_tokens_per_s(gpu, n, model, weights)
+        ratios.append(pred / measured)
+        old = "" if weights == "F16" else f"{predicted_tokens_per_s(gpu, n, model, weights, as_int4=True) / measured:.2f}"
+        if old:
+            quantised.append((pred / measured, float(old)))
+        lines.append(f"| {gpu} | {n} | {model} | {weights} | {measured:.2f} | {pred:.2f} | {pred / measured:.2f} | {old} |")
+    ape = np.abs(np.array(ratios) - 1.0) * 100
+    q = np.abs(np.array(quantised) - 1.0) * 100
+    lines += ["", f"{len(ROWS)} rows: median APE {np.median(ape):.1f}%, largest {ape.max():.1f}%; predicted / measured "
+              f"{min(ratios):.2f}-{max(ratios):.2f}. The {len(q)} Q4_K_M rows: median APE {np.median(q[:, 0]):.1f}% with the GGUF "
+              f"type, {np.median(q[:, 1]):.1f}% given as 4-bit weights. Source: {SOURCE}."]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table_markdown())
