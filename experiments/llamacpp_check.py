@@ -6,7 +6,7 @@ sequence, ``llama-bench -n 512``) of XiongjieDai/GPU-Benchmarks-on-LLM-Inference
 rows are llama.cpp's default layer split (each GPU holds a contiguous share of the layers:
 ``tensor_parallel=1``, the GPUs as pipeline stages). Predicted: ``llmco2.predict(..., engine="llama-cpp",
 quantisation="gguf-q4-k-m")`` (or ``dtype="fp16"``), 1 prompt token and 513 generated, decode tokens per
-second. Nothing is fitted to these rows: the shipped checkpoint, the catalog's llama.cpp priors and the GGUF
+second; and the ``pp 512`` column (a 512-token prompt) against the predicted prefill. Nothing is fitted to these rows: the shipped checkpoint, the catalog's llama.cpp priors and the GGUF
 types' bits per weight (``llmco2.specs.quantisation.GGUF_BITS_PER_WEIGHT``).
 
     python experiments/llamacpp_check.py            # prints the Markdown table
@@ -20,7 +20,7 @@ import llmco2
 
 SOURCE = ("XiongjieDai/GPU-Benchmarks-on-LLM-Inference, README.md at 00dd2bdeb240 (LLaMA 3, NVIDIA GPUs, snapshots in May "
           "2024), column tg 512")
-#: (GPU id, GPUs, model, weights, measured tokens/s) of that table.
+#: (GPU id, GPUs, model, weights, measured tg 512 tokens/s) of that table.
 ROWS = (
     ("rtx-3090", 1, "llama3-8b", "Q4_K_M", 115.42), ("rtx-3090", 1, "llama3-8b", "F16", 47.40),
     ("rtx-4090", 1, "llama3-8b", "Q4_K_M", 130.58), ("rtx-4090", 1, "llama3-8b", "F16", 54.84),
@@ -36,14 +36,32 @@ ROWS = (
     ("rtx-4090", 8, "llama3-8b", "Q4_K_M", 118.09), ("rtx-4090", 8, "llama3-8b", "F16", 52.51),
     ("rtx-4090", 8, "llama3-70b", "Q4_K_M", 18.94), ("rtx-4090", 8, "llama3-70b", "F16", 6.47),
 )
+#: (GPU id, GPUs, model, weights, measured pp 512 tokens/s: a 512-token prompt processed) of the same table.
+PROMPT_ROWS = (
+    ("rtx-3090", 1, "llama3-8b", "Q4_K_M", 4030.40), ("rtx-3090", 1, "llama3-8b", "F16", 4444.65),
+    ("rtx-4090", 1, "llama3-8b", "Q4_K_M", 7138.99), ("rtx-4090", 1, "llama3-8b", "F16", 9382.00),
+    ("rtx-3090", 2, "llama3-8b", "Q4_K_M", 3336.37), ("rtx-3090", 2, "llama3-8b", "F16", 4122.66),
+    ("rtx-3090", 2, "llama3-70b", "Q4_K_M", 357.32),
+    ("rtx-4090", 2, "llama3-8b", "Q4_K_M", 7003.51), ("rtx-4090", 2, "llama3-8b", "F16", 9177.92),
+    ("rtx-4090", 2, "llama3-70b", "Q4_K_M", 839.43),
+    ("rtx-3090", 4, "llama3-8b", "Q4_K_M", 3742.66), ("rtx-3090", 4, "llama3-8b", "F16", 4608.40),
+    ("rtx-3090", 4, "llama3-70b", "Q4_K_M", 300.79),
+    ("rtx-4090", 4, "llama3-8b", "Q4_K_M", 6748.96), ("rtx-4090", 4, "llama3-8b", "F16", 8750.57),
+    ("rtx-4090", 4, "llama3-70b", "Q4_K_M", 834.74),
+    ("rtx-3090", 6, "llama3-70b", "Q4_K_M", 456.95), ("rtx-3090", 6, "llama3-70b", "F16", 579.00),
+    ("rtx-4090", 8, "llama3-8b", "Q4_K_M", 6172.06), ("rtx-4090", 8, "llama3-8b", "F16", 7889.26),
+    ("rtx-4090", 8, "llama3-70b", "Q4_K_M", 812.95), ("rtx-4090", 8, "llama3-70b", "F16", 1183.87),
+)
 
 
-def predicted_tokens_per_s(gpu: str, gpus: int, model: str, weights: str, as_int4: bool = False) -> float:
-    """Decode tokens per second of one sequence under llama.cpp (llmco2's prediction); ``as_int4``: a
-    quantised file given as 4-bit weights (``dtype="int4"``), as before the GGUF types."""
+def predicted_tokens_per_s(gpu: str, gpus: int, model: str, weights: str, as_int4: bool = False, prompt: bool = False) -> float:
+    """Decode tokens per second of one sequence under llama.cpp (llmco2's prediction), or with ``prompt`` the
+    tokens per second of a 512-token prompt; ``as_int4``: a quantised file given as 4-bit weights
+    (``dtype="int4"``), as before the GGUF types."""
     how = {"dtype": "fp16"} if weights == "F16" else {"dtype": "int4"} if as_int4 else {"quantisation": "gguf-" + weights.lower()}
-    p = llmco2.predict(model, gpu, gpus=gpus, tp=1, batch_size=1, prompt_tokens=1, gen_tokens=513, engine="llama-cpp", **how)
-    return 512.0 / p.latency_s["decode"]
+    lengths = {"prompt_tokens": 512, "gen_tokens": 1} if prompt else {"prompt_tokens": 1, "gen_tokens": 513}
+    p = llmco2.predict(model, gpu, gpus=gpus, tp=1, batch_size=1, engine="llama-cpp", **lengths, **how)
+    return 512.0 / p.latency_s["prefill" if prompt else "decode"]
 
 
 def table_markdown() -> str:
@@ -62,6 +80,16 @@ def table_markdown() -> str:
     lines += ["", f"{len(ROWS)} rows: median APE {np.median(ape):.1f}%, largest {ape.max():.1f}%; predicted / measured "
               f"{min(ratios):.2f}-{max(ratios):.2f}. The {len(q)} Q4_K_M rows: median APE {np.median(q[:, 0]):.1f}% with the GGUF "
               f"type, {np.median(q[:, 1]):.1f}% given as 4-bit weights. Source: {SOURCE}."]
+    lines += ["", "Prompt processing (pp 512: one 512-token prompt):", "",
+              "| GPU | GPUs | model | weights | measured tokens/s | predicted | predicted / measured |", "|---|---|---|---|---|---|---|"]
+    pp = []
+    for gpu, n, model, weights, measured in PROMPT_ROWS:
+        pred = predicted_tokens_per_s(gpu, n, model, weights, prompt=True)
+        pp.append(pred / measured)
+        lines.append(f"| {gpu} | {n} | {model} | {weights} | {measured:.2f} | {pred:.2f} | {pred / measured:.2f} |")
+    ape = np.abs(np.array(pp) - 1.0) * 100
+    lines += ["", f"{len(PROMPT_ROWS)} rows: median APE {np.median(ape):.1f}%, largest {ape.max():.1f}%; predicted / measured "
+              f"{min(pp):.2f}-{max(pp):.2f}."]
     return "\n".join(lines)
 
 

@@ -220,3 +220,25 @@ def test_a_bare_idle_figure_needs_its_kind_and_a_value_below_the_limit() -> None
     raw["sources"]["bare_idle_power_w"] = "a snapshot"
     with pytest.raises(ValueError, match="BARE IDLE"):
         gpu_from_dict(raw)
+
+
+def test_an_engine_that_accumulates_fp16_in_fp16_runs_a_geforce_card_at_its_fp16_accumulate_rate() -> None:
+    """llama.cpp's cuBLAS path accumulates fp16 products in fp16, which a GeForce card runs at twice its fp32-accumulate
+    rate (the catalog's fp16 figure); a data-centre card, another dtype or another engine keep the catalog's peak."""
+    from llmco2.analytic.layer import LayerBatch
+    from llmco2.specs import Request, get_engine, get_model
+    from llmco2.specs.gpus import tensor_peak_ops_per_s
+
+    g4090, a100 = get_gpu("rtx-4090"), get_gpu("a100-80gb")
+    assert tensor_peak_ops_per_s(g4090, "fp16", True) == pytest.approx(330.3e12)
+    assert tensor_peak_ops_per_s(g4090, "fp16", False) == g4090.peak_ops_per_s("fp16") == pytest.approx(165.2e12)
+    assert tensor_peak_ops_per_s(g4090, "int8", True) == g4090.peak_ops_per_s("int8")
+    assert tensor_peak_ops_per_s(a100, "fp16", True) == a100.peak_ops_per_s("fp16")
+    assert get_engine("llama-cpp").fp16_accumulate and "CUBLAS_COMPUTE_16F" in get_engine("llama-cpp").sources["fp16_accumulate"]
+    assert not get_engine("vllm").fp16_accumulate
+    arch = get_model("llama3.1-8b")
+    b = LayerBatch.from_items([(arch, Request(batch_size=1, prompt_tokens=64, generated_tokens=2, engine=e), g4090)
+                               for e in ("llama-cpp", "vllm")])
+    assert b.peak_ops_per_s.tolist() == pytest.approx([330.3e12, 165.2e12])
+    with pytest.raises(ValueError, match="fp16_accumulate_dense_tops"):
+        gpu_from_dict({**_raw(fp16_accumulate_dense_tops=0.5), "sources": {**_raw()["sources"], "fp16_accumulate_dense_tops": "s"}})

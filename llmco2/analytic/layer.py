@@ -22,8 +22,8 @@ from llmco2.analytic.item_codes import request_kind_key as request_kind_key  # r
 from llmco2.analytic.mixers import MIX_BOOLS, arch_mix_fields, mixed_layer_costs
 from llmco2.analytic.quantised import quantised_costs
 from llmco2.analytic.roofline import RooflinePoint, roofline_point
-from llmco2.specs.engines import engine_level_index
-from llmco2.specs.gpus import GPU
+from llmco2.specs.engines import engine_level_index, get_engine
+from llmco2.specs.gpus import GPU, tensor_peak_ops_per_s
 from llmco2.specs.models import ModelArch
 from llmco2.specs.quantisation import path_code
 from llmco2.specs.requests import Request, validate_request
@@ -215,7 +215,7 @@ def _kind_fields(req: Request) -> dict[str, Any]:
 def _device_fields(gpu: GPU, req: Request) -> dict[str, Any]:
     """LayerBatch fields of a GPU running a request's compute dtype."""
     return {
-        "peak_ops_per_s": gpu.peak_ops_per_s(req.compute_dtype),  # type: ignore[arg-type]
+        "peak_ops_per_s": tensor_peak_ops_per_s(gpu, req.compute_dtype, get_engine(req.engine).fp16_accumulate),  # type: ignore[arg-type]
         "mem_bw_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
         "net_bw_bytes_per_s": gpu.interconnect_bytes_per_s,
         "mem_capacity_bytes": gpu.memory_bytes, "tdp_w": gpu.tdp_w,

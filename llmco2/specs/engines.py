@@ -23,7 +23,7 @@ DEFAULT_ENGINE = "vllm"
 #: ``gpu_memory_utilization``, 0.9); the rest holds the CUDA context, activations and graphs.
 GPU_MEMORY_UTILIZATION = 0.9
 _FIELDS = {"id", "name", "aliases", "cuda_graphs", "continuous_batching", "launch_overhead_us", "step_overhead_ms",
-           "sequence_overhead_us", "serving_sequence_overhead_us", "feature_level", "sources"}
+           "sequence_overhead_us", "serving_sequence_overhead_us", "feature_level", "fp16_accumulate", "sources"}
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,9 @@ class Engine:
             offline batch run. Optional; sourced where given.
         feature_level: another engine whose level of the network's categorical input this one
             takes (empty: its own).
+        fp16_accumulate: its fp16 GEMMs accumulate in fp16 (llama.cpp's cuBLAS path), which GeForce
+            cards run at twice their fp32-accumulate rate (:func:`llmco2.specs.gpus.tensor_peak_ops_per_s`).
+            Sourced where true.
     """
 
     id: str
@@ -57,6 +60,7 @@ class Engine:
     sequence_overhead_us: float = 10.0
     serving_sequence_overhead_us: float = 0.0
     feature_level: str = ""
+    fp16_accumulate: bool = False
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -73,7 +77,8 @@ def _load(text: str) -> list[Engine]:
         if unknown:
             raise ValueError(f"engine {raw.get('id')!r}: unknown keys {sorted(unknown)}")
         required = ("launch_overhead_us", "step_overhead_ms", "sequence_overhead_us")
-        for key in (*required, *(k for k in ("serving_sequence_overhead_us",) if k in raw)):  # optional keys: sourced where given
+        optional = [k for k in ("serving_sequence_overhead_us",) if k in raw] + (["fp16_accumulate"] if raw.get("fp16_accumulate") else [])
+        for key in (*required, *optional):  # optional keys: sourced where given
             if key not in raw.get("sources", {}):
                 raise ValueError(f"engine {raw['id']!r}: {key} has no source")
         if raw.get("feature_level") and raw["feature_level"] not in {r["id"] for r in loads_toml(text, "engines")["engine"]}:

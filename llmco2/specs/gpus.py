@@ -55,6 +55,9 @@ class GPU:
     - ``tdp_w``: the GPU's own power limit, the figure its power cap governs and power is capped at.
     - ``idle_power_w``: a sourced idle reading (preferably a GPU holding a loaded model and running nothing);
       absent where no public figure exists. Its source string starts with the kind of idle.
+    - ``fp16_accumulate_dense_tops`` (not power; tera-ops/s): the dense fp16 tensor rate with fp16 accumulation
+      where it exceeds the catalog's fp16 figure (GeForce cards run fp32 accumulation at half rate), for engines
+      whose fp16 GEMMs accumulate in fp16 (:func:`tensor_peak_ops_per_s`).
     - ``bare_idle_power_w``: a sourced reading of the GPU with no process on it (no context: the P-state an unused
       card of a node rests in), where it differs from ``idle_power_w`` or a source gives it; its source string
       starts with ``BARE IDLE:``.
@@ -89,6 +92,7 @@ class GPU:
     die_area_mm2: float | None = None
     idle_power_w: float | None = None
     bare_idle_power_w: float | None = None
+    fp16_accumulate_dense_tops: float | None = None
     module_power_w: float | None = None
     power_scope: str | None = None
     pcie_bandwidth_gb_s: float | None = None
@@ -150,6 +154,7 @@ _NUMERIC_SOURCED = (
     "die_area_mm2",
     "idle_power_w",
     "bare_idle_power_w",
+    "fp16_accumulate_dense_tops",
     "module_power_w",
     "pcie_bandwidth_gb_s",
     "transistors_billion",
@@ -214,6 +219,9 @@ def _check_power_fields(gpu: GPU, origin: str) -> None:
                              f"its power limit tdp_w {gpu.tdp_w} W")
         if not gpu.sources.get("bare_idle_power_w", "").startswith(BARE_IDLE + ":"):
             raise ValueError(f"{origin}: gpu {gpu.id!r} bare_idle_power_w's source must start with '{BARE_IDLE}:'")
+    if gpu.fp16_accumulate_dense_tops is not None and gpu.fp16_accumulate_dense_tops < gpu.peak_dense_tops.get("fp16", 0.0):
+        raise ValueError(f"{origin}: gpu {gpu.id!r} fp16_accumulate_dense_tops {gpu.fp16_accumulate_dense_tops} is below its "
+                         f"fp16 peak {gpu.peak_dense_tops.get('fp16')}")
     if gpu.module_power_w is not None:
         if gpu.module_power_w < gpu.tdp_w:
             raise ValueError(f"{origin}: gpu {gpu.id!r} module_power_w {gpu.module_power_w} W is below the GPU's "
@@ -378,6 +386,15 @@ def static_power_w(gpu: GPU | str) -> tuple[float, str]:
                        value, cls, gpu.id, gpu.tdp_w)
         return float(gpu.tdp_w), text + f", clamped to its power limit {gpu.tdp_w:g} W"
     return value, text
+
+
+def tensor_peak_ops_per_s(gpu: GPU, dtype: str, fp16_accumulate: bool = False) -> float:
+    """Dense tensor peak (ops/s) of ``dtype`` on ``gpu`` (:meth:`GPU.peak_ops_per_s`); ``fp16_accumulate``: the
+    GEMMs of an engine that accumulates fp16 products in fp16 (llama.cpp's cuBLAS path) run at
+    ``fp16_accumulate_dense_tops`` where the GPU has one (GeForce cards, whose fp32 accumulation runs at half rate)."""
+    if fp16_accumulate and gpu.fp16_accumulate_dense_tops is not None and canonical_dtype(dtype) == "fp16":
+        return gpu.fp16_accumulate_dense_tops * TERA
+    return gpu.peak_ops_per_s(dtype)
 
 
 def unused_power_w(gpu: GPU | str) -> tuple[float, str]:
