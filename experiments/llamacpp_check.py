@@ -19,38 +19,32 @@ import numpy as np
 import llmco2
 
 SOURCE = ("XiongjieDai/GPU-Benchmarks-on-LLM-Inference, README.md at 00dd2bdeb240 (LLaMA 3, NVIDIA GPUs, snapshots in May "
-          "2024), column tg 512")
-#: (GPU id, GPUs, model, weights, measured tg 512 tokens/s) of that table.
+          "2024), columns tg 512 and pp 512")
+#: (GPU id, GPUs, model, weights, measured tg 512 and pp 512 tokens/s: 512 tokens generated, a 512-token prompt) of that
+#: table.
 ROWS = (
-    ("rtx-3090", 1, "llama3-8b", "Q4_K_M", 115.42), ("rtx-3090", 1, "llama3-8b", "F16", 47.40),
-    ("rtx-4090", 1, "llama3-8b", "Q4_K_M", 130.58), ("rtx-4090", 1, "llama3-8b", "F16", 54.84),
-    ("rtx-3090", 2, "llama3-8b", "Q4_K_M", 111.67), ("rtx-3090", 2, "llama3-8b", "F16", 47.72),
-    ("rtx-3090", 2, "llama3-70b", "Q4_K_M", 16.57),
-    ("rtx-4090", 2, "llama3-8b", "Q4_K_M", 124.65), ("rtx-4090", 2, "llama3-8b", "F16", 53.64),
-    ("rtx-4090", 2, "llama3-70b", "Q4_K_M", 19.22),
-    ("rtx-3090", 4, "llama3-8b", "Q4_K_M", 108.66), ("rtx-3090", 4, "llama3-8b", "F16", 47.07),
-    ("rtx-3090", 4, "llama3-70b", "Q4_K_M", 17.07),
-    ("rtx-4090", 4, "llama3-8b", "Q4_K_M", 120.32), ("rtx-4090", 4, "llama3-8b", "F16", 53.10),
-    ("rtx-4090", 4, "llama3-70b", "Q4_K_M", 19.80),
-    ("rtx-3090", 6, "llama3-70b", "Q4_K_M", 17.09), ("rtx-3090", 6, "llama3-70b", "F16", 5.85),
-    ("rtx-4090", 8, "llama3-8b", "Q4_K_M", 118.09), ("rtx-4090", 8, "llama3-8b", "F16", 52.51),
-    ("rtx-4090", 8, "llama3-70b", "Q4_K_M", 18.94), ("rtx-4090", 8, "llama3-70b", "F16", 6.47),
-)
-#: (GPU id, GPUs, model, weights, measured pp 512 tokens/s: a 512-token prompt processed) of the same table.
-PROMPT_ROWS = (
-    ("rtx-3090", 1, "llama3-8b", "Q4_K_M", 4030.40), ("rtx-3090", 1, "llama3-8b", "F16", 4444.65),
-    ("rtx-4090", 1, "llama3-8b", "Q4_K_M", 7138.99), ("rtx-4090", 1, "llama3-8b", "F16", 9382.00),
-    ("rtx-3090", 2, "llama3-8b", "Q4_K_M", 3336.37), ("rtx-3090", 2, "llama3-8b", "F16", 4122.66),
-    ("rtx-3090", 2, "llama3-70b", "Q4_K_M", 357.32),
-    ("rtx-4090", 2, "llama3-8b", "Q4_K_M", 7003.51), ("rtx-4090", 2, "llama3-8b", "F16", 9177.92),
-    ("rtx-4090", 2, "llama3-70b", "Q4_K_M", 839.43),
-    ("rtx-3090", 4, "llama3-8b", "Q4_K_M", 3742.66), ("rtx-3090", 4, "llama3-8b", "F16", 4608.40),
-    ("rtx-3090", 4, "llama3-70b", "Q4_K_M", 300.79),
-    ("rtx-4090", 4, "llama3-8b", "Q4_K_M", 6748.96), ("rtx-4090", 4, "llama3-8b", "F16", 8750.57),
-    ("rtx-4090", 4, "llama3-70b", "Q4_K_M", 834.74),
-    ("rtx-3090", 6, "llama3-70b", "Q4_K_M", 456.95), ("rtx-3090", 6, "llama3-70b", "F16", 579.00),
-    ("rtx-4090", 8, "llama3-8b", "Q4_K_M", 6172.06), ("rtx-4090", 8, "llama3-8b", "F16", 7889.26),
-    ("rtx-4090", 8, "llama3-70b", "Q4_K_M", 812.95), ("rtx-4090", 8, "llama3-70b", "F16", 1183.87),
+    ("rtx-3090", 1, "llama3-8b", "Q4_K_M", 115.42, 4030.40),
+    ("rtx-3090", 1, "llama3-8b", "F16", 47.40, 4444.65),
+    ("rtx-4090", 1, "llama3-8b", "Q4_K_M", 130.58, 7138.99),
+    ("rtx-4090", 1, "llama3-8b", "F16", 54.84, 9382.00),
+    ("rtx-3090", 2, "llama3-8b", "Q4_K_M", 111.67, 3336.37),
+    ("rtx-3090", 2, "llama3-8b", "F16", 47.72, 4122.66),
+    ("rtx-3090", 2, "llama3-70b", "Q4_K_M", 16.57, 357.32),
+    ("rtx-4090", 2, "llama3-8b", "Q4_K_M", 124.65, 7003.51),
+    ("rtx-4090", 2, "llama3-8b", "F16", 53.64, 9177.92),
+    ("rtx-4090", 2, "llama3-70b", "Q4_K_M", 19.22, 839.43),
+    ("rtx-3090", 4, "llama3-8b", "Q4_K_M", 108.66, 3742.66),
+    ("rtx-3090", 4, "llama3-8b", "F16", 47.07, 4608.40),
+    ("rtx-3090", 4, "llama3-70b", "Q4_K_M", 17.07, 300.79),
+    ("rtx-4090", 4, "llama3-8b", "Q4_K_M", 120.32, 6748.96),
+    ("rtx-4090", 4, "llama3-8b", "F16", 53.10, 8750.57),
+    ("rtx-4090", 4, "llama3-70b", "Q4_K_M", 19.80, 834.74),
+    ("rtx-3090", 6, "llama3-70b", "Q4_K_M", 17.09, 456.95),
+    ("rtx-3090", 6, "llama3-70b", "F16", 5.85, 579.00),
+    ("rtx-4090", 8, "llama3-8b", "Q4_K_M", 118.09, 6172.06),
+    ("rtx-4090", 8, "llama3-8b", "F16", 52.51, 7889.26),
+    ("rtx-4090", 8, "llama3-70b", "Q4_K_M", 18.94, 812.95),
+    ("rtx-4090", 8, "llama3-70b", "F16", 6.47, 1183.87),
 )
 
 
@@ -68,7 +62,7 @@ def table_markdown() -> str:
     lines = ["| GPU | GPUs | model | weights | measured tokens/s | predicted | predicted / measured | as int4: predicted / measured |",
              "|---|---|---|---|---|---|---|---|"]
     ratios, quantised = [], []
-    for gpu, n, model, weights, measured in ROWS:
+    for gpu, n, model, weights, measured, _ in ROWS:
         pred = predicted_tokens_per_s(gpu, n, model, weights)
         ratios.append(pred / measured)
         old = "" if weights == "F16" else f"{predicted_tokens_per_s(gpu, n, model, weights, as_int4=True) / measured:.2f}"
@@ -83,12 +77,12 @@ def table_markdown() -> str:
     lines += ["", "Prompt processing (pp 512: one 512-token prompt):", "",
               "| GPU | GPUs | model | weights | measured tokens/s | predicted | predicted / measured |", "|---|---|---|---|---|---|---|"]
     pp = []
-    for gpu, n, model, weights, measured in PROMPT_ROWS:
+    for gpu, n, model, weights, _, measured in ROWS:
         pred = predicted_tokens_per_s(gpu, n, model, weights, prompt=True)
         pp.append(pred / measured)
         lines.append(f"| {gpu} | {n} | {model} | {weights} | {measured:.2f} | {pred:.2f} | {pred / measured:.2f} |")
     ape = np.abs(np.array(pp) - 1.0) * 100
-    lines += ["", f"{len(PROMPT_ROWS)} rows: median APE {np.median(ape):.1f}%, largest {ape.max():.1f}%; predicted / measured "
+    lines += ["", f"{len(ROWS)} rows: median APE {np.median(ape):.1f}%, largest {ape.max():.1f}%; predicted / measured "
               f"{min(pp):.2f}-{max(pp):.2f}."]
     return "\n".join(lines)
 
