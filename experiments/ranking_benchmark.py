@@ -276,8 +276,10 @@ def scope_lines(it: pd.DataFrame) -> pd.DataFrame:
 
 def band_decided(it: pd.DataFrame) -> tuple[int, int]:
     """Of the Argonne GPU pairs the benchmark counts (the used GPUs' order, measured ties skipped), how many
-    keep their measured order with every unused card at either end of its idle range
-    (:data:`llmco2.data.scope.UNUSED_IDLE_RANGE_W`; a GPU outside it at its catalog figure): ``(decided, counted)``."""
+    keep their measured order with the unused cards of each reading anywhere in their idle range
+    (:data:`llmco2.data.scope.UNUSED_IDLE_RANGE_W`, each GPU's independently; a GPU outside it at its catalog
+    figure): the order at all four pairings of the two readings' ends, which bound every point between them
+    (a reading's J per token falls as its unused cards' idle rises). ``(decided, counted)``."""
     arg = it[it["source"] == ARGONNE]
     ends = []
     for k in (0, 1):
@@ -290,12 +292,13 @@ def band_decided(it: pd.DataFrame) -> tuple[int, int]:
     for _, g in arg.groupby("group", sort=True):
         ok = gpu_pairs(g["device"].to_numpy(), g["engine"].to_numpy())
         m = g["j_corr"].to_numpy(float)
-        a_lo, a_hi = lo[g.index].to_numpy(), hi[g.index].to_numpy()
+        j_ends = (lo[g.index].to_numpy(), hi[g.index].to_numpy())
         for a, b in zip(*np.nonzero(np.triu(ok, k=1)), strict=True):
             if abs(np.log(m[a] / m[b])) <= np.log1p(TIE_TOLERANCE) + 1e-12:
                 continue
             counted += 1
-            signs = {np.sign(x[a] - x[b]) if min(x[a], x[b]) > 0 else 0.0 for x in (a_lo, a_hi)}
+            pairs = [(ja[a], jb[b]) for ja in j_ends for jb in j_ends]
+            signs = {np.sign(x - y) if min(x, y) > 0 else 0.0 for x, y in pairs}
             decided += int(len(signs) == 1 and 0.0 not in signs)
     return decided, counted
 
@@ -339,9 +342,10 @@ def report(it: pd.DataFrame, command: str, seconds: float) -> str:
                       "Argonne's line in \"all\" orders the used GPUs: GPU-scope predictions against the readings less the "
                       "unused cards' idle over the measured time, at the draw of a card no process uses "
                       "(`llmco2.specs.gpus.unused_power_w`: the catalog's bare idle, Gaudi2 87.5 W, H100 SXM 71.8 W). "
-                      f"That order does not rest on the idle figure: {decided} of its {counted} pairs keep their measured "
-                      "order with every unused card anywhere in the range of its sourced idle readings, with or without a "
-                      "model held (Gaudi2 71-112 W, H100 SXM 71.8-121.7 W). Two more Argonne lines, reported and not in "
+                      f"That order hardly rests on the idle figure: {decided} of its {counted} pairs keep their measured "
+                      "order with each reading's unused cards anywhere in the range of their sourced idle readings, with or "
+                      "without a model held (Gaudi2 71-112 W, H100 SXM 71.8-121.7 W), each GPU's independently. Two more "
+                      "Argonne lines, reported and not in "
                       "\"all\": predictions at the probes' scope (the used GPUs' predicted power plus the unused cards' "
                       "idle over the predicted time: the order of the nodes as read, idle cards included), and GPU-scope "
                       "predictions against the readings as published. No fit reads those readings' energy "

@@ -220,6 +220,10 @@ def test_a_bare_idle_figure_needs_its_kind_and_a_value_below_the_limit() -> None
     raw["sources"]["bare_idle_power_w"] = "a snapshot"
     with pytest.raises(ValueError, match="BARE IDLE"):
         gpu_from_dict(raw)
+    raw = _raw(idle_power_w=20.0, bare_idle_power_w=30.0)
+    raw["sources"]["bare_idle_power_w"] = "BARE IDLE: above the card's draw with a process"
+    with pytest.raises(ValueError, match="above its idle_power_w"):
+        gpu_from_dict(raw)
 
 
 def test_an_engine_that_accumulates_fp16_in_fp16_runs_a_geforce_card_at_its_fp16_accumulate_rate() -> None:
@@ -239,6 +243,12 @@ def test_an_engine_that_accumulates_fp16_in_fp16_runs_a_geforce_card_at_its_fp16
     arch = get_model("llama3.1-8b")
     b = LayerBatch.from_items([(arch, Request(batch_size=1, prompt_tokens=64, generated_tokens=2, engine=e), g4090)
                                for e in ("llama-cpp", "vllm")])
-    assert b.peak_ops_per_s.tolist() == pytest.approx([330.3e12, 165.2e12])
+    assert b.peak_ops_per_s.tolist() == pytest.approx([330.3e12, 165.2e12]) and b.peak_boost.tolist() == pytest.approx([330.3 / 165.2, 1.0])
+    from llmco2.physics.step_physics import step_shapes
+
+    items = [(arch, Request(batch_size=1, prompt_tokens=512, generated_tokens=1, engine=e), g4090) for e in ("llama-cpp", "vllm")]
+    x = step_shapes(items, "prefill")  # the faster rate's operations keep an fp16 operation's energy: peak16 doubles too
+    assert x.peak16_ops_per_s.tolist() == pytest.approx([330.3e12, 165.2e12])
+    assert x.compute_s.sum(axis=1)[0] == pytest.approx(x.compute_s.sum(axis=1)[1] * 165.2 / 330.3)
     with pytest.raises(ValueError, match="fp16_accumulate_dense_tops"):
         gpu_from_dict({**_raw(fp16_accumulate_dense_tops=0.5), "sources": {**_raw()["sources"], "fp16_accumulate_dense_tops": "s"}})

@@ -10,7 +10,8 @@ from llmco2.analytic.layer import PHASES, LayerAnalysis
 from llmco2.analytic.layer_dag import as_number
 from llmco2.analytic.model import QUANTITIES, ModelTotals
 from llmco2.specs.dtypes import DTYPE_BITS
-from llmco2.specs.gpus import GPU
+from llmco2.specs.engines import get_engine
+from llmco2.specs.gpus import GPU, tensor_peak_ops_per_s
 from llmco2.specs.models import ModelArch
 from llmco2.specs.requests import Request
 
@@ -52,7 +53,7 @@ def global_features(arch: ModelArch, req: Request, gpu: GPU, analysis: LayerAnal
         **layout,
         "flash_attention": req.flash_attention,
         "causal": req.causal,
-        "peak_ops_per_s": gpu.peak_ops_per_s(req.compute_dtype),  # type: ignore[arg-type]
+        "peak_ops_per_s": tensor_peak_ops_per_s(gpu, req.compute_dtype, get_engine(req.engine).fp16_accumulate),  # type: ignore[arg-type]
         "memory_bandwidth_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
         "interconnect_bytes_per_s": gpu.interconnect_bytes_per_s,
         "layer_totals": {

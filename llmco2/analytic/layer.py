@@ -109,6 +109,9 @@ class LayerBatch:
     num_gpus: Array
     mem_capacity_bytes: Array
     tdp_w: Array
+    # peak_ops_per_s over the GPU's catalog peak of the compute dtype: 2 for fp16 accumulated in fp16 on a GeForce
+    # card (llmco2.specs.gpus.tensor_peak_ops_per_s), else 1; the arithmetic's power at the peak scales with it
+    peak_boost: Array
     engine: Array  # index of the request's serving engine in llmco2.specs.engine_levels()
     quant: Array  # kernel path of the linear layers: index in llmco2.specs.quantisation.QUANT_PATHS (0: native)
     # layer mix and special blocks (llmco2.analytic.mixers.arch_mix_fields): shares of layers,
@@ -214,8 +217,9 @@ def _kind_fields(req: Request) -> dict[str, Any]:
 
 def _device_fields(gpu: GPU, req: Request) -> dict[str, Any]:
     """LayerBatch fields of a GPU running a request's compute dtype."""
+    peak = tensor_peak_ops_per_s(gpu, req.compute_dtype, get_engine(req.engine).fp16_accumulate)  # type: ignore[arg-type]
     return {
-        "peak_ops_per_s": tensor_peak_ops_per_s(gpu, req.compute_dtype, get_engine(req.engine).fp16_accumulate),  # type: ignore[arg-type]
+        "peak_ops_per_s": peak, "peak_boost": peak / gpu.peak_ops_per_s(req.compute_dtype),  # type: ignore[arg-type]
         "mem_bw_bytes_per_s": gpu.memory_bandwidth_bytes_per_s,
         "net_bw_bytes_per_s": gpu.interconnect_bytes_per_s,
         "mem_capacity_bytes": gpu.memory_bytes, "tdp_w": gpu.tdp_w,

@@ -47,7 +47,9 @@ embedding / final norm / LM head:
     is the share of the step the arithmetic units would be busy at the peak of the step's own
     precision, so ``A x u_c`` charges each operation ``e_op x peak16 / peak(precision)``: an FP8 or
     INT8 operation on a GPU that runs them twice as fast costs half the energy of an FP16 one, and
-    a GPU's arithmetic at its peak draws the same power in every precision;
+    a GPU's arithmetic at its peak draws the same power in every precision; an FP16 operation
+    accumulated in FP16 on a GeForce card (twice the rate of the FP32 accumulation its catalog peak
+    quotes, ``LayerBatch.peak_boost``) keeps the FP16 operation's energy: ``peak16`` is that rate too;
   - ``u_b = sum t_k / t`` (kernel time without gaps, at most 1): the share of the step that kernels
     run at whatever rate they reach; a running kernel keeps the SMs clocked and issuing even where
     it reaches a small part of the peaks (grouped expert GEMMs, dequantising kernels): the clock
@@ -286,7 +288,7 @@ def shapes_of(a: LayerAnalysis, phase: str, steps: Array | float, engines: list[
     return StepShapes(comp / s[:, None], mem / s[:, None], net / s[:, None] + lat, wt / s[:, None], per_layer * b.layers + len(HEAD_KERNELS),
                       collectives * b.layers, rank_batch(b).astype(np.float64), b.num_gpus.astype(np.float64),
                       b.tdp_w.astype(np.float64), hw.idle_w, b.mem_bw_bytes_per_s.astype(np.float64),
-                      b.moe.astype(np.float64), list(engines), hw.node_nm, hw.peak16_ops_per_s, hw.dram_pj_per_byte,
+                      b.moe.astype(np.float64), list(engines), hw.node_nm, hw.peak16_ops_per_s * b.peak_boost, hw.dram_pj_per_byte,
                       np.where(weight_only_rows(b), WEIGHT_ONLY_COMPUTE_RATE, 1.0), (host_syncs(a) > 0).astype(np.float64))
 
 

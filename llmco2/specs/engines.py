@@ -77,6 +77,8 @@ def _load(text: str) -> list[Engine]:
         if unknown:
             raise ValueError(f"engine {raw.get('id')!r}: unknown keys {sorted(unknown)}")
         required = ("launch_overhead_us", "step_overhead_ms", "sequence_overhead_us")
+        if not isinstance(raw.get("fp16_accumulate", False), bool):
+            raise ValueError(f"engine {raw['id']!r}: fp16_accumulate must be true or false")
         optional = [k for k in ("serving_sequence_overhead_us",) if k in raw] + (["fp16_accumulate"] if raw.get("fp16_accumulate") else [])
         for key in (*required, *optional):  # optional keys: sourced where given
             if key not in raw.get("sources", {}):

@@ -217,9 +217,12 @@ def _check_power_fields(gpu: GPU, origin: str) -> None:
         if not 0 < gpu.bare_idle_power_w < gpu.tdp_w:
             raise ValueError(f"{origin}: gpu {gpu.id!r} bare_idle_power_w {gpu.bare_idle_power_w} W is not between 0 and "
                              f"its power limit tdp_w {gpu.tdp_w} W")
+        if gpu.idle_power_w is not None and gpu.bare_idle_power_w > gpu.idle_power_w:
+            raise ValueError(f"{origin}: gpu {gpu.id!r} bare_idle_power_w {gpu.bare_idle_power_w} W is above its idle_power_w "
+                             f"{gpu.idle_power_w} W (a card with a process holds at least its bare draw)")
         if not gpu.sources.get("bare_idle_power_w", "").startswith(BARE_IDLE + ":"):
             raise ValueError(f"{origin}: gpu {gpu.id!r} bare_idle_power_w's source must start with '{BARE_IDLE}:'")
-    if gpu.fp16_accumulate_dense_tops is not None and gpu.fp16_accumulate_dense_tops < gpu.peak_dense_tops.get("fp16", 0.0):
+    if gpu.fp16_accumulate_dense_tops is not None and not gpu.fp16_accumulate_dense_tops >= max(gpu.peak_dense_tops.get("fp16", 0.0), 1e-9):
         raise ValueError(f"{origin}: gpu {gpu.id!r} fp16_accumulate_dense_tops {gpu.fp16_accumulate_dense_tops} is below its "
                          f"fp16 peak {gpu.peak_dense_tops.get('fp16')}")
     if gpu.module_power_w is not None:

@@ -64,8 +64,9 @@ LLAMA3_8B_PARAMS = 8.03e9
 #: tools/quantize/quantize.cpp, ``QUANT_OPTIONS``: e.g. ``{ "Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M, " 4.58G, +0.1754
 #: ppl @ Llama-3-8B" }``; ``Q8_0`` "7.96G" is 8.5 bits per weight of 8.03 B in GiB, so ``G`` is GiB). A K-quant mix
 #: keeps some tensors at more bits (``attn_v``, part of ``ffn_down`` and the output in Q6_K for Q4_K_M), so a
-#: type's bits per weight are the file's, not its block's (Q4_K blocks alone: 144 bytes per 256 weights, 4.5).
-GGUF_FILE_GIB = {"q2-k": 2.96, "q3-k-s": 3.41, "q3-k-m": 3.74, "q3-k-l": 4.03, "q4-0": 4.34, "q4-1": 4.78, "q4-k-s": 4.37,
+#: type's bits per weight are the file's, not its block's (Q4_K blocks alone: 144 bytes per 256 weights, 4.5). Types
+#: under 4 bits per weight (Q2_K, Q3_K_S, the IQ types) are not listed: no weight dtype of the engine is that small.
+GGUF_FILE_GIB = {"q3-k-m": 3.74, "q3-k-l": 4.03, "q4-0": 4.34, "q4-1": 4.78, "q4-k-s": 4.37,
                  "q4-k-m": 4.58, "q5-0": 5.21, "q5-1": 5.65, "q5-k-s": 5.21, "q5-k-m": 5.33, "q6-k": 6.14, "q8-0": 7.96}
 #: Bits per weight of each GGUF type: its Llama-3-8B file (:data:`GGUF_FILE_GIB`) over the model's parameters.
 GGUF_BITS_PER_WEIGHT = {t: gib * 2**30 * 8 / LLAMA3_8B_PARAMS for t, gib in GGUF_FILE_GIB.items()}
