@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llmco2.analytic.table import RequestTable
-from llmco2.prediction.head import domain_families, domain_note_lists, domain_notes
+from llmco2.prediction.domain_notes import domain_families, domain_note_lists, domain_notes
 from llmco2.specs import Request, get_gpu, model_catalog
 from llmco2.specs.families import architecture_family
 

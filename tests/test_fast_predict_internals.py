@@ -70,7 +70,7 @@ def test_pipelined_prediction_equals_steps_and_reference(checkpoint: Path, monke
 
 
 def test_domain_note_lists_equal_one_by_one() -> None:
-    from llmco2.prediction.head import domain_note_lists, domain_notes
+    from llmco2.prediction.domain_notes import domain_note_lists, domain_notes
 
     domain = {"devices": ["a100-40gb", "h100-sxm"], "engines": ["vllm"], "params": [5e8, 1e10],
               "prompt_tokens": [10, 1100], "generated_tokens": [1, 200], "batch_size": [1, 8], "num_gpus": [1, 2]}
@@ -164,7 +164,8 @@ def test_forward_any_depth_and_width_equals_plain_loops(layers: int, hidden: int
 
 def test_columnar_head_equals_items_and_plain_loops(checkpoint: Path) -> None:
     from llmco2.physics.priors import PhaseInputs
-    from llmco2.prediction.head import device_group, domain_note_lists, domain_notes
+    from llmco2.prediction.domain_notes import domain_note_lists, domain_notes
+    from llmco2.prediction.head import device_group
     from llmco2.prediction.intervals import UNCALIBRATED_WIDENING
 
     model, items = load_inference(checkpoint), mixed_items() * 3

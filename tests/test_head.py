@@ -11,7 +11,8 @@ import pytest
 from llmco2.analytic.layer import LayerBatch, analyze_layers
 from llmco2.analytic.model import model_totals
 from llmco2.physics.priors import PhaseInputs, PhysicsPrior, idle_power_w
-from llmco2.prediction.head import OutputHead, domain_notes
+from llmco2.prediction.domain_notes import domain_notes
+from llmco2.prediction.head import OutputHead
 from llmco2.prediction.intervals import IntervalCalibration, conformal_bounds
 from llmco2.prediction.targets import EnergyTarget
 from llmco2.specs import Request, get_gpu, get_model
@@ -235,7 +236,7 @@ def test_an_unseen_gpu_on_a_seen_die_takes_that_gpus_correction() -> None:
     the network's correction of its closest seen sibling on its own step physics, says so, and at
     batch 1 costs less per request than the H100 (same die, more bandwidth); a B200 (no seen
     sibling) keeps the step physics alone."""
-    from llmco2.prediction.head import seen_sibling
+    from llmco2.prediction.domain_notes import seen_sibling
     from llmco2.prediction.inference import load_inference
     from llmco2.prediction.loading import default_checkpoint_path
 
@@ -257,7 +258,7 @@ def test_a_sibling_needs_the_engine_seen_on_it() -> None:
     """The correction carries only where the training rows showed the sibling with the request's
     engine (an engine never seen anywhere is the network's ``unknown`` level, trained on every
     GPU); a domain without its GPUs' engines gives no sibling."""
-    from llmco2.prediction.head import seen_sibling
+    from llmco2.prediction.domain_notes import seen_sibling
 
     domain = {"devices": ["a100-80gb", "h100-sxm"], "engines": ["hf", "vllm-eager"],
               "device_engines": {"a100-80gb": ["vllm-eager"], "h100-sxm": ["hf"]}}
