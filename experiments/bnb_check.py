@@ -38,8 +38,9 @@ from llmco2.analytic.layer import LayerBatch, analyze_layers  # noqa: E402
 from llmco2.data.importers.collected import import_collected  # noqa: E402
 from llmco2.data.paths import find_shared_data  # noqa: E402
 from llmco2.physics.hardware_rows import HardwareRows  # noqa: E402
-from llmco2.physics.step_physics import overhead_arrays, shapes_of, step_cost  # noqa: E402
+from llmco2.physics.step_physics import overhead_arrays, step_cost  # noqa: E402
 from llmco2.physics.step_prior import StepPrior  # noqa: E402
+from llmco2.physics.step_work import shapes_of  # noqa: E402
 from llmco2.prediction.loading import default_checkpoint_path  # noqa: E402
 from llmco2.specs import Request, get_gpu, get_model  # noqa: E402
 

@@ -12,7 +12,7 @@ Groups: every configuration (model and load) measured on two or more GPUs of a s
   two-GPU H100 rows) read the power of every accelerator of the node
   (``metered_devices``, :func:`llmco2.data.importers.argonne.probe_devices`): each row is predicted at its reading's scope,
   the used GPUs' predicted energy plus the unused cards' idle power (the catalog's static power,
-  :func:`llmco2.specs.gpus.static_power_w`) over the predicted time. Two more lines, reported and not
+  :func:`llmco2.specs.gpu_power.static_power_w`) over the predicted time. Two more lines, reported and not
   in "all": GPU-scope predictions against the readings as published, and against the readings with
   the unused cards' idle taken out over the measured time. No fit reads those readings' energy
   (:mod:`llmco2.data.scope`): their latency only.
@@ -341,7 +341,7 @@ def report(it: pd.DataFrame, command: str, seconds: float) -> str:
                       "(`llmco2.data.importers.argonne.probe_devices`). The question is which GPUs cost less, so "
                       "Argonne's line in \"all\" orders the used GPUs: GPU-scope predictions against the readings less the "
                       "unused cards' idle over the measured time, at the draw of a card no process uses "
-                      "(`llmco2.specs.gpus.unused_power_w`: the catalog's bare idle, Gaudi2 87.5 W, H100 SXM 71.8 W). "
+                      "(`llmco2.specs.gpu_power.unused_power_w`: the catalog's bare idle, Gaudi2 87.5 W, H100 SXM 71.8 W). "
                       f"That order hardly rests on the idle figure: {decided} of its {counted} pairs keep their measured "
                       "order with each reading's unused cards anywhere in the range of their sourced idle readings, with or "
                       "without a model held (Gaudi2 71-112 W, H100 SXM 71.8-121.7 W), each GPU's independently. Two more "

@@ -154,7 +154,7 @@ def main() -> None:
              f"`python experiments/step_lodo.py` (deterministic: least squares, no random seed). Readings that sum "
              "devices the run did not use (Argonne's Gaudi2 rows, its two-card H100 rows; no fit reads their energy) are "
              "compared at their scope: the prediction plus those devices' idle power over the predicted time (a card no "
-             "process uses: `llmco2.specs.gpus.unused_power_w`, Gaudi2 87.5 W, H100 SXM 71.8 W).", "",
+             "process uses: `llmco2.specs.gpu_power.unused_power_w`, Gaudi2 87.5 W, H100 SXM 71.8 W).", "",
              "| held out | energy rows | step physics: energy MdAPE | latency MdAPE | power MdAPE | roofline x TDP: energy MdAPE | power MdAPE |",
              "|---|---|---|---|---|---|---|"]
     summary, ranges = [], []

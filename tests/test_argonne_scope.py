@@ -12,7 +12,7 @@ from llmco2.data.importers import import_file
 from llmco2.data.importers.argonne import NODE_DEVICES, probe_devices
 from llmco2.data.scope import NODE_WIDE_REASON, node_wide, unused_idle_w
 from llmco2.physics.step_isolated import isolated_rows
-from llmco2.specs.gpus import unused_power_w
+from llmco2.specs.gpu_power import unused_power_w
 
 HEADER = ("source,hardware,num_devices,framework,model,input_len,output_len,batch_size,latency_s,"
           "throughput_tok_s_in_plus_out,avg_power_W,power_unit_in_file,energy_J_est,energy_per_output_token_J")

@@ -8,14 +8,8 @@ import dataclasses
 import pytest
 
 from llmco2.specs import get_gpu, gpu_catalog, static_power_w
-from llmco2.specs.gpus import (
-    DEVICE_CLASSES,
-    IDLE_KINDS,
-    STATIC_POWER_FALLBACK_W,
-    class_idle_medians,
-    device_class,
-    gpu_from_dict,
-)
+from llmco2.specs.gpu_power import DEVICE_CLASSES, IDLE_KINDS, STATIC_POWER_FALLBACK_W, class_idle_medians, device_class
+from llmco2.specs.gpus import gpu_from_dict
 
 # Sourced idle figures (W): each is quoted in the entry's [gpu.sources] idle_power_w string.
 SOURCED_IDLE_W = {
@@ -200,7 +194,8 @@ def test_a_module_on_the_same_die_takes_its_twins_idle_reading() -> None:
 def test_an_unused_card_draws_its_bare_idle_where_the_catalog_has_one() -> None:
     """A card no process uses rests below a card holding a context (H100 SXM 71.8 W against 120 W); a GPU without
     a sourced bare figure falls back to its static power."""
-    from llmco2.specs.gpus import BARE_IDLE, unused_power_w
+    from llmco2.specs.gpu_power import unused_power_w
+    from llmco2.specs.gpus import BARE_IDLE
 
     assert unused_power_w("h100-sxm") == (71.8, f"catalog bare_idle_power_w of h100-sxm ({BARE_IDLE})")
     assert unused_power_w("gaudi2")[0] == 87.5 and unused_power_w("t4")[0] == 9.0
@@ -244,7 +239,7 @@ def test_an_engine_that_accumulates_fp16_in_fp16_runs_a_geforce_card_at_its_fp16
     b = LayerBatch.from_items([(arch, Request(batch_size=1, prompt_tokens=64, generated_tokens=2, engine=e), g4090)
                                for e in ("llama-cpp", "vllm")])
     assert b.peak_ops_per_s.tolist() == pytest.approx([330.3e12, 165.2e12]) and b.peak_boost.tolist() == pytest.approx([330.3 / 165.2, 1.0])
-    from llmco2.physics.step_physics import step_shapes
+    from llmco2.physics.step_work import step_shapes
 
     items = [(arch, Request(batch_size=1, prompt_tokens=512, generated_tokens=1, engine=e), g4090) for e in ("llama-cpp", "vllm")]
     x = step_shapes(items, "prefill")  # the faster rate's operations keep an fp16 operation's energy: peak16 doubles too

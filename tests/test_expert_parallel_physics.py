@@ -9,7 +9,7 @@ import pytest
 
 from llmco2.analytic.layer import LayerBatch, analyze_layers
 from llmco2.physics.link_rows import collectives_per_layer
-from llmco2.physics.step_physics import step_shapes
+from llmco2.physics.step_work import step_shapes
 from llmco2.specs import Request, get_gpu, get_model
 
 MIXTRAL = get_model("mixtral-8x7b")

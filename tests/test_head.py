@@ -16,7 +16,7 @@ from llmco2.prediction.head import OutputHead
 from llmco2.prediction.intervals import IntervalCalibration, conformal_bounds
 from llmco2.prediction.targets import EnergyTarget
 from llmco2.specs import Request, get_gpu, get_model
-from llmco2.specs.gpus import static_power_w
+from llmco2.specs.gpu_power import static_power_w
 
 
 def _finish(head: OutputHead, items: list, z: np.ndarray):

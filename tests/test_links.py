@@ -12,7 +12,8 @@ import pytest
 from llmco2.analytic.layer import LayerBatch, analyze_layers
 from llmco2.physics.hardware_rows import HardwareRows
 from llmco2.physics.link_rows import LinkRows
-from llmco2.physics.step_physics import StepParams, shapes_of, step_cost, step_shapes
+from llmco2.physics.step_physics import StepParams, step_cost
+from llmco2.physics.step_work import shapes_of, step_shapes
 from llmco2.specs import Request, engine_id, get_gpu, get_model, gpu_catalog
 from llmco2.specs.gpus import LINK_KINDS, gpu_from_dict
 from llmco2.specs.links import (

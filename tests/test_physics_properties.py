@@ -11,10 +11,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llmco2.physics.step_physics import step_cost, step_shapes
+from llmco2.physics.step_physics import step_cost
+from llmco2.physics.step_work import step_shapes
 from llmco2.serving.physics_params import shipped_params
 from llmco2.specs import Request, get_gpu, get_model
-from llmco2.specs.gpus import static_power_w
+from llmco2.specs.gpu_power import static_power_w
 
 MODELS = ["llama3.1-8b", "qwen2-7b", "mixtral-8x7b", "llama3.1-70b", "gemma2-9b"]
 GPUS = ["h100-sxm", "a100-80gb", "a100-40gb", "l40s", "a40", "h200", "gh200", "b200", "l4", "v100-sxm2-32gb", "rtx-4090"]

@@ -19,7 +19,7 @@ from llmco2.carbon.server_scope import (
     wall_energy_j,
 )
 from llmco2.errors import InvalidInputError
-from llmco2.specs.gpus import static_power_w
+from llmco2.specs.gpu_power import static_power_w
 from llmco2.specs.platforms import get_platform, platform_catalog
 
 

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llmco2
-from llmco2.physics.step_physics import step_cost, step_shapes
+from llmco2.physics.step_physics import step_cost
+from llmco2.physics.step_work import step_shapes
 from llmco2.serving import GridCostModel, SchedulerConfig, memory_budget, simulate
 from llmco2.serving.api import server_setup
 from llmco2.serving.costs import DECODE_PROBE, idle_power_w

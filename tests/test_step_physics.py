@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from llmco2.physics.step_fit import Observation, fit_step_params
-from llmco2.physics.step_physics import SLOTS, EngineOverhead, StepParams, arithmetic_power_w, step_cost, step_shapes
+from llmco2.physics.step_physics import EngineOverhead, StepParams, arithmetic_power_w, step_cost
+from llmco2.physics.step_work import SLOTS, step_shapes
 from llmco2.serving import GridCostModel, SchedulerConfig, Workload, memory_budget, simulate
 from llmco2.serving.api import server_setup
 from llmco2.serving.api import steady_state as simulated_steady_state
 from llmco2.serving.steady import ServerCase, steady_shapes, steady_state
 from llmco2.specs import Request, engine_level_index, engine_levels, get_engine, get_gpu, get_model
-from llmco2.specs.gpus import static_power_w
+from llmco2.specs.gpu_power import static_power_w
 
 GRAPHS = EngineOverhead(1e-3, 20e-6, 2e-6, True)
 
@@ -313,7 +314,8 @@ def test_weight_only_low_bit_gemms_run_at_their_share_of_the_compute_rate_where_
     fast as the 16-bit path allows for a quarter of the bytes); at batch 512 of a prefill they are compute-bound and
     run at WEIGHT_ONLY_COMPUTE_RATE of the 16-bit GEMM's rate, so slower than fp16 weights; the operations and so their
     arithmetic energy are the same."""
-    from llmco2.physics.step_physics import LINEAR_SLOT_INDEX, kernel_seconds
+    from llmco2.physics.step_physics import kernel_seconds
+    from llmco2.physics.step_work import LINEAR_SLOT_INDEX
     from llmco2.specs.quantisation import WEIGHT_ONLY_COMPUTE_RATE
 
     arch, gpu = get_model("llama3.1-8b"), get_gpu("a100-80gb")

@@ -10,8 +10,9 @@ import pytest
 from llmco2.analytic.layer import LayerBatch, analyze_layers
 from llmco2.analytic.model import model_totals
 from llmco2.physics.priors import PhaseInputs, PhysicsPrior
-from llmco2.physics.step_physics import EngineOverhead, StepParams, step_cost, step_shapes
+from llmco2.physics.step_physics import EngineOverhead, StepParams, step_cost
 from llmco2.physics.step_prior import StepPrior, step_phase_cost
+from llmco2.physics.step_work import step_shapes
 from llmco2.prediction.head import OutputHead
 from llmco2.prediction.targets import EnergyTarget
 from llmco2.specs import Request, get_gpu, get_model

@@ -28,7 +28,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from llmco2.carbon.accounting import SECONDS_PER_YEAR, default_lifetime_years
 from llmco2.errors import InvalidInputError
-from llmco2.specs.gpus import GPU, get_gpu, static_power_w
+from llmco2.specs.gpu_power import static_power_w
+from llmco2.specs.gpus import GPU, get_gpu
 from llmco2.specs.platforms import Platform, resolve_platform
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def slot_share(gpus_used: float, gpu_slots: int) -> float:
 def utilisation_proxy(gpu_energy_j: float, duration_s: float, gpu: GPU | str, gpus_used: float) -> float:
     """GPU load in [0, 1] from the GPUs' mean power: (mean W per GPU - static W) / (power limit W - static W).
 
-    Mean power per GPU = energy (J) / seconds / GPUs. Static power is :func:`llmco2.specs.gpus.static_power_w`
+    Mean power per GPU = energy (J) / seconds / GPUs. Static power is :func:`llmco2.specs.gpu_power.static_power_w`
     (the sourced idle figure or its fallback); the power limit is the catalog's ``tdp_w``.
     """
     dev = get_gpu(gpu)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from llmco2.specs.gpus import unused_power_w
+from llmco2.specs.gpu_power import unused_power_w
 
 #: The range (W) of one card's idle draw, with no process on it or with a model held, over the catalog's sourced
 #: snapshots (``[gpu.sources]`` ``idle_power_w`` and ``bare_idle_power_w`` of ``llmco2/specs/data/gpus.toml``):
@@ -55,7 +55,7 @@ def node_wide(table: pd.DataFrame) -> np.ndarray:
 
 def unused_idle_w(table: pd.DataFrame) -> np.ndarray:
     """Per row, the idle power (W) of the devices its reading summed beyond those the run used:
-    :func:`extra_devices` times the power of a card no process uses (:func:`llmco2.specs.gpus.unused_power_w`:
+    :func:`extra_devices` times the power of a card no process uses (:func:`llmco2.specs.gpu_power.unused_power_w`:
     the catalog's bare idle, Gaudi2 87.5 W, H100 SXM 71.8 W, else its static power); 0 elsewhere. For
     comparisons at a reading's scope."""
     extra = extra_devices(table)

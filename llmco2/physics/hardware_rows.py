@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 
 from llmco2.physics.link_rows import LinkRows
 from llmco2.specs import GPU
-from llmco2.specs.gpus import static_power_w
+from llmco2.specs.gpu_power import static_power_w
 from llmco2.specs.memory import dram_pj_per_byte
 
 Array = NDArray[np.float64]
@@ -43,7 +43,7 @@ class HardwareRows:
 
 
 def idle_power_w(gpu: GPU) -> float:
-    """Static (idle) power of one GPU (W): :func:`llmco2.specs.gpus.static_power_w`."""
+    """Static (idle) power of one GPU (W): :func:`llmco2.specs.gpu_power.static_power_w`."""
     return float(static_power_w(gpu)[0])
 
 

@@ -28,7 +28,7 @@ through its overheads: fitted per engine on training rows with a latency and sto
 checkpoint (:mod:`llmco2.physics.prior_fit`); engines without rows keep the catalog priors of
 ``llmco2/specs/data/engines.toml``, and ``unknown`` takes the median of the fitted engines.
 
-Idle power: :func:`llmco2.specs.gpus.static_power_w` (the catalog's sourced ``idle_power_w``, else
+Idle power: :func:`llmco2.specs.gpu_power.static_power_w` (the catalog's sourced ``idle_power_w``, else
 the median of the GPU's device class; never a share of the power limit).
 """
 
@@ -57,7 +57,7 @@ from llmco2.physics.step_bounds import BOUNDS, ENGINE_BOUNDS, FIXED_RANGES
 from llmco2.physics.step_physics import GLOBAL_PARAMS, StepParams
 from llmco2.specs import GPU, ModelArch, Request, engine_catalog, engine_id, engine_ids, get_engine
 from llmco2.specs.engines import GPU_MEMORY_UTILIZATION
-from llmco2.specs.gpus import static_power_w
+from llmco2.specs.gpu_power import static_power_w
 
 Item = tuple[ModelArch, Request, GPU]
 
@@ -141,7 +141,7 @@ def device_group(gpu: GPU) -> str:
 cached_engine_id = functools.lru_cache(maxsize=256)(engine_id)
 
 def idle_power_w(gpu: GPU) -> float:
-    """Static (idle) power of one GPU (W): :func:`llmco2.specs.gpus.static_power_w`."""
+    """Static (idle) power of one GPU (W): :func:`llmco2.specs.gpu_power.static_power_w`."""
     return float(static_power_w(gpu)[0])
 
 

@@ -47,7 +47,8 @@ from llmco2.data.dataset import EnergyData, energy_data
 from llmco2.data.scope import node_wide
 from llmco2.data.usable import usable_rows
 from llmco2.physics.step_fit import Observation
-from llmco2.physics.step_physics import StepParams, StepShapes, overhead_arrays, step_cost, step_shapes
+from llmco2.physics.step_physics import StepParams, overhead_arrays, step_cost
+from llmco2.physics.step_work import StepShapes, step_shapes
 from llmco2.specs import get_engine
 from llmco2.specs.engines import GPU_MEMORY_UTILIZATION
 

@@ -25,7 +25,8 @@ from llmco2.errors import InvalidInputError
 from llmco2.file_checks import parse_json
 from llmco2.physics.hardware_rows import HardwareRows
 from llmco2.physics.priors import PHASE_NAMES, PhaseInputs, check_step_params
-from llmco2.physics.step_physics import StepParams, overhead_arrays, shapes_of, step_cost
+from llmco2.physics.step_physics import StepParams, overhead_arrays, step_cost
+from llmco2.physics.step_work import shapes_of
 
 Array = NDArray[np.float64]
 #: Device group whose rows take the step physics as their prior.

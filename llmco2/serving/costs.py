@@ -38,7 +38,7 @@ from llmco2.serving.grid_rows import PowerRow, power_row
 from llmco2.serving.merged_steps import MergedStepCost
 from llmco2.specs import GPU, ModelArch, Request
 from llmco2.specs.engines import GPU_MEMORY_UTILIZATION
-from llmco2.specs.gpus import static_power_w
+from llmco2.specs.gpu_power import static_power_w
 from llmco2.specs.limits import finite_number, longest_prompt
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def decode_runner(cost: IterationCost) -> DecodeRun:
 
 def idle_power_w(gpu: GPU, num_gpus: int) -> tuple[float, str]:
     """Idle power of ``num_gpus`` GPUs (W; only the GPUs, not the host) and where the figure comes from
-    (:func:`llmco2.specs.gpus.static_power_w`)."""
+    (:func:`llmco2.specs.gpu_power.static_power_w`)."""
     watts, source = static_power_w(gpu)
     return float(watts) * num_gpus, source
 
@@ -210,7 +210,8 @@ class GridCostModel:
     def from_physics(cls, arch: ModelArch, gpu: GPU, request: Request, params: Any, idle_w: float | None = None,
                      energy_scale: float = 1.0) -> GridCostModel:
         """The step physics (:mod:`llmco2.physics.step_physics`, constants ``params``) on the grid."""
-        from llmco2.physics.step_physics import step_cost, step_shapes
+        from llmco2.physics.step_physics import step_cost
+        from llmco2.physics.step_work import step_shapes
 
         max_ctx = max(longest_prompt(arch.max_context) - DECODE_PROBE - 1, CONTEXT_GRID[0])
         contexts = sorted({c for c in CONTEXT_GRID if c < max_ctx} | {max_ctx})

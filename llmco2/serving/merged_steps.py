@@ -2,7 +2,7 @@
 
 A mixed iteration prefills a chunk of ``P`` prompt tokens over ``n`` sequences and decodes one
 token for each of ``B`` running sequences in the same forward pass. Its work is the work of both
-steps with the weights streamed once (:meth:`llmco2.physics.step_physics.StepShapes.merged`), and its
+steps with the weights streamed once (:meth:`llmco2.physics.step_work.StepShapes.merged`), and its
 latency and energy are :func:`~llmco2.physics.step_physics.step_cost` of that merged work. It is not
 a prefill of ``n + B`` sequences of about one token each (which a (batch, context) grid of
 prefills holds constant below its first context, so that ``B`` decodes were charged as a prefill
@@ -28,16 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from llmco2.physics.step_physics import (
-    FLOATS,
-    StepParams,
-    StepShapes,
-    WorkSums,
-    kernel_seconds,
-    overhead_arrays,
-    step_shapes,
-    time_and_power,
-)
+from llmco2.physics.step_physics import FLOATS, StepParams, WorkSums, kernel_seconds, overhead_arrays, time_and_power
+from llmco2.physics.step_work import StepShapes, step_shapes
 from llmco2.specs import GPU, ModelArch, Request
 from llmco2.specs.limits import longest_prompt
 
@@ -137,7 +129,7 @@ class MergedStepCost:
     def mixed(self, num_seqs: int, tokens: int, decode_batch: int, context: float) -> tuple[float, float]:
         """Energy (J) and latency (s) of a prefill of ``tokens`` over ``num_seqs`` sequences merged
         with one decode step of ``decode_batch`` sequences at mean context ``context`` (tokens), as
-        :meth:`~llmco2.physics.step_physics.StepShapes.merged` merges steps: work adds, the weights
+        :meth:`~llmco2.physics.step_work.StepShapes.merged` merges steps: work adds, the weights
         stream once, the kernels and all-reduces are the larger launch's."""
         rows = self.phase_rows(num_seqs, tokens, decode_batch, context)
         k = len(self.slot_compute)
@@ -154,7 +146,7 @@ class MergedStepCost:
 
 @dataclass(frozen=True)
 class ScalarHardware:
-    """The hardware fields of one row of :class:`~llmco2.physics.step_physics.StepShapes` as floats."""
+    """The hardware fields of one row of :class:`~llmco2.physics.step_work.StepShapes` as floats."""
 
     num_gpus: float
     tdp_w: float

@@ -30,7 +30,8 @@ import pandas as pd
 
 from llmco2.errors import InvalidInputError
 from llmco2.physics.step_fit import Observation
-from llmco2.physics.step_physics import StepParams, StepShapes, overhead_arrays
+from llmco2.physics.step_physics import StepParams, overhead_arrays
+from llmco2.physics.step_work import StepShapes
 from llmco2.serving.costs import memory_budget
 from llmco2.serving.steady import PER_SERVER_FIELDS, ServerCase, SteadyShapes, steady_shapes, steady_state
 from llmco2.serving.workload import trace_lengths

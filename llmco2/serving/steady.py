@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from llmco2.physics.step_physics import StepParams, StepShapes, overhead_arrays, step_cost, step_shapes
+from llmco2.physics.step_physics import StepParams, overhead_arrays, step_cost
+from llmco2.physics.step_work import StepShapes, step_shapes
 from llmco2.specs import GPU, ModelArch, Request
 
 Array = NDArray[np.float64]

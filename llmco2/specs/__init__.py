@@ -12,7 +12,8 @@ from llmco2.specs.engines import (
     engine_levels,
     get_engine,
 )
-from llmco2.specs.gpus import GPU, device_class, get_gpu, gpu_catalog, static_power_w
+from llmco2.specs.gpu_power import device_class, static_power_w
+from llmco2.specs.gpus import GPU, get_gpu, gpu_catalog
 from llmco2.specs.hf_config import arch_from_hf_config, get_model, load_hf_config
 from llmco2.specs.models import ModelArch, model_catalog
 from llmco2.specs.requests import Request, validate_request

@@ -8,9 +8,9 @@ verbatim in :attr:`GPU.paper_table2` for reference and are never used in computa
 Power fields: ``tdp_w`` is the GPU's own power limit (what its power cap governs; the figure power is capped
 at). Where a package carries more than the GPU (a superchip with a CPU and its memory), ``module_power_w``
 holds the whole-module figure and ``power_scope`` says what each figure covers. ``idle_power_w`` is a
-sourced idle reading (its source string starts with the kind of idle); :func:`static_power_w` returns it, or a
-fallback that never depends on the power limit (:data:`STATIC_POWER_FALLBACK_W`). ``bare_idle_power_w`` is what
-a card that no process uses draws (:func:`unused_power_w`: the unused cards of a node a probe sums).
+sourced idle reading (its source string starts with the kind of idle) and ``bare_idle_power_w`` what a card that
+no process uses draws; :mod:`llmco2.specs.gpu_power` turns them into a GPU's static power, with a fallback that
+never depends on the power limit.
 
 Link fields: ``link_kind`` says what joins a node's GPUs (:data:`LINK_KINDS`) and ``pcie_p2p`` whether the
 stock driver lets them reach each other's memory over PCIe; :mod:`llmco2.specs.links` turns them, with the
@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from importlib import resources
@@ -254,68 +253,21 @@ def get_gpu(name: str | GPU) -> GPU:
     return gpu_catalog().get(name, field="gpu")
 
 
-# -- static (idle) power ---------------------------------------------------------------------------------------
-#: Kinds of idle reading; every ``idle_power_w`` source string starts with one of them followed by ``:``.
-#: LOADED-MODEL IDLE: model weights resident, serving process up, no requests (driver loaded, P-state as the GPU
-#: chose). CONTEXT IDLE: a CUDA context holding allocated memory, no kernels (the same DVFS state as a loaded
-#: model). MODULE IDLE: a whole SoC module at OS idle, measured at its supply.
-IDLE_KINDS = ("LOADED-MODEL IDLE", "CONTEXT IDLE", "MODULE IDLE")
 #: The kind every ``bare_idle_power_w`` source string starts with: the GPU with no process on it (no context),
 #: driver loaded, resting in the P-state it chose.
 BARE_IDLE = "BARE IDLE"
 
-#: Device classes of :func:`device_class`, used by the idle-power fallback.
-HBM = "hbm"
-SLOT_POWERED = "slot-powered"
-GDDR_PCIE = "gddr-pcie"
-CONSUMER = "consumer"
-EDGE = "edge"
-DEVICE_CLASSES = (HBM, SLOT_POWERED, GDDR_PCIE, CONSUMER, EDGE)
 
-#: Form factors of single-device SoCs and modules (edge devices).
-EDGE_FORM_FACTORS = frozenset({"module", "SoC"})
-#: A PCIe card whose power limit is at most this (W) runs from the x16 slot's 75 W alone (no auxiliary power
-#: connector: T4, L4). It is a class boundary, never a scale factor.
-SLOT_POWER_W = 75.0
-
-#: Fallback static (idle) power per device class (W): the median of the sourced ``idle_power_w`` figures of the
-#: shipped catalog's GPUs of that class (``tests/test_catalog_power.py`` checks these stay equal to that median).
-#: It never depends on a GPU's power limit, so capping a GPU's power does not move it.
-#:
-#: - hbm (data-centre HBM accelerators, SXM/OAM/superchip and PCIe): v100-sxm2-32gb 53, a100-80gb 73.9,
-#:   a100-pcie-80gb 80, h100-pcie 80, gaudi2 88, h100-sxm 120, h200 122, mi300x 128, b200 233.6 -> 88
-#: - slot-powered (PCIe cards at or below 75 W): l4 28, t4 37 -> 32.5
-#: - gddr-pcie (data-centre / workstation GDDR PCIe cards above 75 W): l40s 105.85, a40 110 -> 107.925
-#: - consumer (GeForce): rtx-5090 22, rtx-3090 25.5 -> 23.75
-#: - edge (SoCs and modules): rk3588-npu 4.5 -> 4.5
-STATIC_POWER_FALLBACK_W: dict[str, float] = {
-    HBM: 88.0,
-    SLOT_POWERED: 32.5,
-    GDDR_PCIE: 107.925,
-    CONSUMER: 23.75,
-    EDGE: 4.5,
-}
+def tensor_peak_ops_per_s(gpu: GPU, dtype: str, fp16_accumulate: bool = False) -> float:
+    """Dense tensor peak (ops/s) of ``dtype`` on ``gpu`` (:meth:`GPU.peak_ops_per_s`); ``fp16_accumulate``: the
+    GEMMs of an engine that accumulates fp16 products in fp16 (llama.cpp's cuBLAS path) run at
+    ``fp16_accumulate_dense_tops`` where the GPU has one (GeForce cards, whose fp32 accumulation runs at half rate)."""
+    if fp16_accumulate and gpu.fp16_accumulate_dense_tops is not None and canonical_dtype(dtype) == "fp16":
+        return gpu.fp16_accumulate_dense_tops * TERA
+    return gpu.peak_ops_per_s(dtype)
 
 
-def device_class(gpu: GPU) -> str:
-    """The device class of ``gpu`` for the idle-power fallback (one of :data:`DEVICE_CLASSES`).
-
-    Decided from ``form_factor`` and ``memory_type`` (GeForce cards by their name):
-    edge = SoC or module; hbm = any HBM memory; consumer = a GeForce card; slot-powered = a PCIe card limited
-    to the slot's 75 W; gddr-pcie = every other card.
-    """
-    if gpu.form_factor in EDGE_FORM_FACTORS:
-        return EDGE
-    if gpu.memory_type.upper().startswith("HBM"):
-        return HBM
-    if "geforce" in gpu.name.lower():
-        return CONSUMER
-    if gpu.form_factor == "PCIe" and gpu.tdp_w <= SLOT_POWER_W:
-        return SLOT_POWERED
-    return GDDR_PCIE
-
-
-def _mounting(gpu: GPU) -> str:
+def mounting(gpu: GPU) -> str:
     """``"module"`` for a GPU on a mezzanine or superchip module (SXM, OAM, superchip), else ``"card"``."""
     return "module" if gpu.form_factor.upper().startswith(("SXM", "OAM")) or gpu.form_factor == "superchip" else "card"
 
@@ -338,89 +290,11 @@ def closest_same_die(gpu: GPU, candidates: Sequence[GPU]) -> GPU | None:
         return None
 
     def distance(c: GPU) -> tuple[bool, float, str]:
-        return (_mounting(c) != _mounting(gpu), abs(math.log(c.memory_bandwidth_gb_s / gpu.memory_bandwidth_gb_s))
+        return (mounting(c) != mounting(gpu), abs(math.log(c.memory_bandwidth_gb_s / gpu.memory_bandwidth_gb_s))
                 + abs(math.log(c.tdp_w / gpu.tdp_w)), c.id)
 
     return min(twins, key=distance)
 
 
-def _twin_with_idle(gpu: GPU, catalog: Catalog[GPU]) -> GPU | None:
-    """A catalog GPU with a sourced idle figure built on the same die and mounted alike.
-
-    Same architecture, die area, process node and mounting (:func:`_mounting`; e.g. V100 SXM2 16 GB
-    and 32 GB; A100 SXM4 40 GB and 80 GB; H100 SXM, H200 and GH200's GPU; RTX A6000 and A40): the idle
-    draw of one board stands for the other, whose memory differs in capacity, stacks or speed. Cards
-    (PCIe) are twins only at the same board power as well (one die is sold from 150 W to 300 W
-    cards, whose boards differ); for modules the power limit plays no part, so capping a module
-    leaves its static power as it is. Among several, the one with the same memory type and form
-    factor is preferred.
-    """
-    mounting = _mounting(gpu)
-    twins = [o for o in catalog if o.id != gpu.id and o.idle_power_w is not None and same_die(gpu, o)
-             and _mounting(o) == mounting and (mounting == "module" or o.tdp_w == gpu.tdp_w)]
-    twins.sort(key=lambda o: (o.memory_type != gpu.memory_type, o.form_factor != gpu.form_factor, o.id))
-    return twins[0] if twins else None
-
-
-def static_power_w(gpu: GPU | str) -> tuple[float, str]:
-    """Static (idle) power of one GPU in watts, and a text saying where the figure comes from.
-
-    1. the catalog's sourced ``idle_power_w``;
-    2. else the sourced figure of a catalog twin: the same die, mounted alike;
-    3. else :data:`STATIC_POWER_FALLBACK_W` of the GPU's :func:`device_class` (a class median).
-
-    No branch multiplies ``tdp_w``. A fallback at or above the GPU's own limit (possible only for a user-defined
-    device far smaller than its class) is clamped to the limit, which caps all power anyway, with a warning.
-    """
-    gpu = get_gpu(gpu)
-    if gpu.idle_power_w is not None:
-        kind = gpu.sources.get("idle_power_w", "").split(":", 1)[0].strip()
-        return float(gpu.idle_power_w), f"catalog idle_power_w of {gpu.id} ({kind})"
-    twin = _twin_with_idle(gpu, gpu_catalog())
-    if twin is not None:
-        return float(twin.idle_power_w or 0.0), (
-            f"idle_power_w of {twin.id}, the same die as {gpu.id}, mounted alike")
-    cls = device_class(gpu)
-    value = STATIC_POWER_FALLBACK_W[cls]
-    text = (f"fallback: median sourced idle power of the catalog's {cls} GPUs ({value:g} W); "
-            f"{gpu.id} has no sourced idle figure")
-    if value >= gpu.tdp_w:
-        logger.warning("static power fallback %.1f W of class %s is not below %s's limit %.1f W; clamped to the limit",
-                       value, cls, gpu.id, gpu.tdp_w)
-        return float(gpu.tdp_w), text + f", clamped to its power limit {gpu.tdp_w:g} W"
-    return value, text
-
-
-def tensor_peak_ops_per_s(gpu: GPU, dtype: str, fp16_accumulate: bool = False) -> float:
-    """Dense tensor peak (ops/s) of ``dtype`` on ``gpu`` (:meth:`GPU.peak_ops_per_s`); ``fp16_accumulate``: the
-    GEMMs of an engine that accumulates fp16 products in fp16 (llama.cpp's cuBLAS path) run at
-    ``fp16_accumulate_dense_tops`` where the GPU has one (GeForce cards, whose fp32 accumulation runs at half rate)."""
-    if fp16_accumulate and gpu.fp16_accumulate_dense_tops is not None and canonical_dtype(dtype) == "fp16":
-        return gpu.fp16_accumulate_dense_tops * TERA
-    return gpu.peak_ops_per_s(dtype)
-
-
-def unused_power_w(gpu: GPU | str) -> tuple[float, str]:
-    """Power (W) of a card that no process uses, as a probe summing a whole node reads the cards a run
-    left alone, and a text saying where the figure comes from: the catalog's sourced ``bare_idle_power_w``
-    (e.g. H100 SXM 71.8 W without a context against 121.7 W with one), else :func:`static_power_w`."""
-    gpu = get_gpu(gpu)
-    if gpu.bare_idle_power_w is not None:
-        return float(gpu.bare_idle_power_w), f"catalog bare_idle_power_w of {gpu.id} ({BARE_IDLE})"
-    return static_power_w(gpu)
-
-
-def class_idle_medians(catalog: Catalog[GPU] | None = None) -> dict[str, float]:
-    """Median sourced ``idle_power_w`` (W) per device class of ``catalog`` (the shipped one by default).
-
-    The source of :data:`STATIC_POWER_FALLBACK_W`; classes without a sourced figure are absent.
-    """
-    groups: dict[str, list[float]] = {}
-    for gpu in catalog if catalog is not None else gpu_catalog():
-        if gpu.idle_power_w is not None:
-            groups.setdefault(device_class(gpu), []).append(float(gpu.idle_power_w))
-    return {cls: float(statistics.median(values)) for cls, values in groups.items()}
-
-
-__all__ = ["GPU", "LINK_KINDS", "default_link_kind", "get_gpu", "gpu_catalog", "load_gpu_file", "gpu_from_dict", "UnknownIdError", "close_matches",
-           "DEVICE_CLASSES", "IDLE_KINDS", "STATIC_POWER_FALLBACK_W", "device_class", "static_power_w", "class_idle_medians"]
+__all__ = ["BARE_IDLE", "GPU", "LINK_KINDS", "UnknownIdError", "close_matches", "closest_same_die", "default_link_kind",
+           "get_gpu", "gpu_catalog", "gpu_from_dict", "load_gpu_file", "mounting", "same_die", "tensor_peak_ops_per_s"]
