@@ -65,9 +65,11 @@ def table_markdown() -> str:
     for gpu, n, model, weights, measured, _ in ROWS:
         pred = predicted_tokens_per_s(gpu, n, model, weights)
         ratios.append(pred / measured)
-        old = "" if weights == "F16" else f"{predicted_tokens_per_s(gpu, n, model, weights, as_int4=True) / measured:.2f}"
-        if old:
-            quantised.append((pred / measured, predicted_tokens_per_s(gpu, n, model, weights, as_int4=True) / measured))
+        old = ""
+        if weights != "F16":
+            as_int4 = predicted_tokens_per_s(gpu, n, model, weights, as_int4=True) / measured
+            quantised.append((pred / measured, as_int4))
+            old = f"{as_int4:.2f}"
         lines.append(f"| {gpu} | {n} | {model} | {weights} | {measured:.2f} | {pred:.2f} | {pred / measured:.2f} | {old} |")
     ape = np.abs(np.array(ratios) - 1.0) * 100
     q = np.abs(np.array(quantised) - 1.0) * 100

@@ -137,8 +137,7 @@ class InferenceModel:
         """``[n, out_dim]`` standardised network outputs; zeros for the requests whose correction the
         head sets aside (:meth:`~llmco2.prediction.head.OutputHead.correction_unused`: their graphs are
         neither built nor run)."""
-        keep, g = self.kept_graphs(analysis, totals, items)
-        return self.scatter(keep, self.net(g) if g is not None else None, len(analysis.batch))
+        return self._scattered(*self.kept_graphs(analysis, totals, items), len(analysis.batch))
 
     def kept_graphs(self, analysis: LayerAnalysis, totals: ModelTotals,
                     items: Sequence[Item] | RequestTable | None = None) -> tuple[NDArray[np.int64] | None, GraphArrays | None]:
