@@ -101,7 +101,7 @@ def test_added_gpu_aliases(alias: str, gpu_id: str) -> None:
 
 def test_added_gpus_close_matches() -> None:
     with pytest.raises(UnknownIdError, match="did you mean.*rtx-4090"):
-        get_gpu("rtx-4080")
+        get_gpu("rtx-4070")
     with pytest.raises(UnknownIdError, match="did you mean.*mi300x"):
         get_gpu("mi300")
 

@@ -14,7 +14,7 @@ from llmco2.specs.gpus import gpu_from_dict
 # Sourced idle figures (W): each is quoted in the entry's [gpu.sources] idle_power_w string.
 SOURCED_IDLE_W = {
     "h100-sxm": 120.0, "a100-80gb": 73.9, "a100-pcie-80gb": 80.0, "gaudi2": 88.0, "h200": 122.0, "h100-pcie": 80.0, "mi300x": 128.0, "b200": 233.6, "v100-sxm2-32gb": 53.0, "l40s": 105.85, "a40": 110.0,
-    "t4": 37.0, "l4": 28.0, "rtx-3090": 25.5, "rtx-5090": 22.0, "rk3588-npu": 4.5,
+    "t4": 37.0, "l4": 28.0, "rtx-3090": 25.5, "rtx-5090": 22.0, "rk3588-npu": 4.5, "a10g": 60.0,
 }
 # New entries: (memory GB, bandwidth GB/s, dense fp16 TFLOP/s, power limit W, memory type, form factor).
 NEW_GPUS = {

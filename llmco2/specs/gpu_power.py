@@ -43,13 +43,13 @@ SLOT_POWER_W = 75.0
 #: - hbm (data-centre HBM accelerators, SXM/OAM/superchip and PCIe): v100-sxm2-32gb 53, a100-80gb 73.9,
 #:   a100-pcie-80gb 80, h100-pcie 80, gaudi2 88, h100-sxm 120, h200 122, mi300x 128, b200 233.6 -> 88
 #: - slot-powered (PCIe cards at or below 75 W): l4 28, t4 37 -> 32.5
-#: - gddr-pcie (data-centre / workstation GDDR PCIe cards above 75 W): l40s 105.85, a40 110 -> 107.925
+#: - gddr-pcie (data-centre / workstation GDDR PCIe cards above 75 W): a10g 60, l40s 105.85, a40 110 -> 105.85
 #: - consumer (GeForce): rtx-5090 22, rtx-3090 25.5 -> 23.75
 #: - edge (SoCs and modules): rk3588-npu 4.5 -> 4.5
 STATIC_POWER_FALLBACK_W: dict[str, float] = {
     HBM: 88.0,
     SLOT_POWERED: 32.5,
-    GDDR_PCIE: 107.925,
+    GDDR_PCIE: 105.85,
     CONSUMER: 23.75,
     EDGE: 4.5,
 }
@@ -81,13 +81,14 @@ def _twin_with_idle(gpu: GPU, catalog: Catalog[GPU]) -> GPU | None:
     draw of one board stands for the other, whose memory differs in capacity, stacks or speed. Cards
     (PCIe) are twins only at the same board power as well (one die is sold from 150 W to 300 W
     cards, whose boards differ); for modules the power limit plays no part, so capping a module
-    leaves its static power as it is. Among several, the one with the same memory type and form
-    factor is preferred.
+    leaves its static power as it is. Among several, the one with the same memory type, form factor and
+    memory size is preferred (the RTX A6000 takes the 48 GB A40's reading, not the 24 GB A10G's).
     """
     mount = mounting(gpu)
     twins = [o for o in catalog if o.id != gpu.id and o.idle_power_w is not None and same_die(gpu, o)
              and mounting(o) == mount and (mount == "module" or o.tdp_w == gpu.tdp_w)]
-    twins.sort(key=lambda o: (o.memory_type != gpu.memory_type, o.form_factor != gpu.form_factor, o.id))
+    twins.sort(key=lambda o: (o.memory_type != gpu.memory_type, o.form_factor != gpu.form_factor,
+                              o.memory_size_gb != gpu.memory_size_gb, o.id))
     return twins[0] if twins else None
 
 
