@@ -316,12 +316,15 @@ _ARCH_FIELDS = {f.name for f in fields(ModelArch)}
 
 
 def arch_from_dict(raw: dict[str, Any], origin: str = "models.toml") -> ModelArch:
-    """Build a `ModelArch` from one ``[[model]]`` table (unknown keys are an error)."""
+    """Build a `ModelArch` from one ``[[model]]`` table (unknown keys are an error). The Hugging Face
+    repository name (``hf_id``) is a lookup key as well as the aliases."""
     unknown = set(raw) - _ARCH_FIELDS
     if unknown:
         raise ValueError(f"{origin}: model {raw.get('id')!r} has unknown keys {sorted(unknown)}")
     data = dict(raw)
-    data["aliases"] = tuple(str(a).lower() for a in data.get("aliases", ()))
+    aliases = [str(a).lower() for a in data.get("aliases", ())]
+    hf_id = str(data.get("hf_id") or "").lower()
+    data["aliases"] = tuple(aliases + ([hf_id] if hf_id and hf_id not in aliases and hf_id != str(data.get("id")) else []))
     data["approximations"] = tuple(str(a) for a in data.get("approximations", ()))
     return ModelArch(**data)
 
