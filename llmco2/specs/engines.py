@@ -2,7 +2,9 @@
 ...) as a typed catalog: the engine is a model input, since at the same request energy differs
 2-5x between engines, mostly through launch overhead and latency.
 
-Names resolve case-insensitively through ids and aliases. :func:`get_engine` raises on an unknown
+Names resolve case-insensitively through ids and aliases, and may carry the software's version
+(``vllm 0.6.3``, ``vllm==0.10.1``, ``sglang v0.4.6``; :func:`versioned_engine`): a vLLM before 0.8
+is ``vllm-v0``, the engine those releases ran by default. :func:`get_engine` raises on an unknown
 name (for user input); :func:`engine_id` maps an unknown name to ``"unknown"`` (for importers and
 data rows, where a new engine must degrade gracefully rather than fail).
 """
@@ -10,6 +12,7 @@ data rows, where a new engine must degrade gracefully rather than fail).
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -22,6 +25,13 @@ DEFAULT_ENGINE = "vllm"
 #: Share of a GPU's memory a serving engine takes for weights and KV cache (vLLM's default
 #: ``gpu_memory_utilization``, 0.9); the rest holds the CUDA context, activations and graphs.
 GPU_MEMORY_UTILIZATION = 0.9
+#: The first vLLM release whose default engine is V1 (catalog ``vllm``); earlier ones ran V0 (``vllm-v0``):
+#: vLLM 0.8.0 release notes, "We have now enabled V1 engine by default"
+#: (https://github.com/vllm-project/vllm/pull/13726, https://github.com/vllm-project/vllm/releases/tag/v0.8.0).
+VLLM_V1_DEFAULT_FROM = (0, 8)
+#: An engine name followed by a version: ``vllm 0.6.3``, ``vllm==0.10.1.post1``, ``sglang-v0.4.6``, ``tgi@2.4``.
+_VERSIONED = re.compile(r"^(?P<base>.*?[a-z.])\s*(?:==|@|-|_|/|\s)?\s*v?(?P<version>\d+(?:\.\d+){0,3})"
+                        r"(?:[.+-]?(?:post|rc|dev|a|b)\w*)?\s*$", re.IGNORECASE)
 _FIELDS = {"id", "name", "aliases", "cuda_graphs", "continuous_batching", "launch_overhead_us", "step_overhead_ms",
            "sequence_overhead_us", "serving_sequence_overhead_us", "feature_level", "fp16_accumulate", "sources"}
 
@@ -118,14 +128,35 @@ def _level_index() -> dict[str, int]:
     return {e.id: levels.index(e.level) for e in engine_catalog()}
 
 
+def versioned_engine(name: str) -> str | None:
+    """The catalog id of an engine name that carries its software's version (``"vllm 0.6.3"`` ->
+    ``vllm-v0``, ``"vllm==0.10.1"`` -> ``vllm``, ``"sglang v0.4.6"`` -> ``sglang``), or ``None`` where
+    ``name`` is not a catalog name plus a version. vLLM releases before :data:`VLLM_V1_DEFAULT_FROM`
+    ran the V0 engine."""
+    match = _VERSIONED.match(name.strip())
+    cat = engine_catalog()
+    if match is None or match["base"] not in cat:
+        return None
+    base = cat.get(match["base"]).id
+    if base == "vllm":
+        version = tuple(int(x) for x in match["version"].split("."))
+        return "vllm-v0" if version < VLLM_V1_DEFAULT_FROM else "vllm"
+    return base
+
+
 def get_engine(name: str | None) -> Engine:
-    """The engine named ``name`` (``None``: the default, vLLM); unknown names are an error that lists
-    close matches."""
+    """The engine named ``name`` (``None``: the default, vLLM), with or without a version
+    (:func:`versioned_engine`); unknown names are an error that lists close matches."""
     if name is None:
         name = DEFAULT_ENGINE
     if not isinstance(name, str) or not name.strip():
         raise InvalidInputError(f"must name an engine ({', '.join(engine_ids())}), got {name!r}", field="engine")
-    return engine_catalog().get(name, field="engine")
+    cat = engine_catalog()
+    if name not in cat:
+        versioned = versioned_engine(name)
+        if versioned is not None:
+            return cat.get(versioned)
+    return cat.get(name, field="engine")
 
 
 def engine_id(name: object) -> str:
@@ -133,4 +164,4 @@ def engine_id(name: object) -> str:
     if name is None or not isinstance(name, str) or not name.strip():
         return UNKNOWN_ENGINE
     cat = engine_catalog()
-    return cat.get(name).id if name in cat else UNKNOWN_ENGINE
+    return cat.get(name).id if name in cat else (versioned_engine(name) or UNKNOWN_ENGINE)

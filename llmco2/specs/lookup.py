@@ -17,7 +17,7 @@ T = TypeVar("T", bound=_HasIdAndAliases)
 
 def normalise_key(name: str) -> str:
     """Case-insensitive key; ``_`` and spaces are equivalent to ``-``."""
-    return " ".join(str(name).strip().lower().split()).replace("_", "-")
+    return "-".join(str(name).strip().lower().split()).replace("_", "-")
 
 
 def close_matches(name: str, candidates: Iterable[str], n: int = 4) -> str:
