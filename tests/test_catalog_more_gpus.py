@@ -38,6 +38,7 @@ def test_golden_figures_and_every_number_sourced(gpu_id: str) -> None:
     ("NVIDIA A10G", "a10g"), ("a10g", "a10g"), ("A10", "a10"), ("NVIDIA H800", "h800"), ("h100", "h100-sxm"),
     ("NVIDIA A800", "a800-80gb"), ("NVIDIA GB200", "gb200"), ("AMD Instinct MI325X", "mi325x"), ("mi300x", "mi300x"),
     ("NVIDIA L20", "l20"), ("NVIDIA GeForce RTX 4080", "rtx-4080"), ("rtx 4090", "rtx-4090"),
+    ("AMD Instinct MI300X VF", "mi300x"),  # as amd-smi names an SR-IOV virtual function
 ])
 def test_aliases_resolve_without_taking_a_neighbours_name(alias: str, gpu_id: str) -> None:
     assert get_gpu(alias).id == gpu_id
