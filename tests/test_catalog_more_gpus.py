@@ -1,5 +1,6 @@
 """Golden figures of the GPUs added for measurements people publish on them: AWS's A10G, the H800 and
-A800 export parts, GB200's Blackwell GPU, AMD's MI325X, the L20 and the GeForce RTX 4080."""
+A800 export parts, GB200's Blackwell GPU, AMD's MI325X, the L20, the GeForce RTX 4080, Blackwell Ultra (B300,
+GB300), AMD's MI355X and the RTX PRO 6000 Blackwell."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ GOLDEN = {
     "mi325x": (256.0, 6000.0, 1307.4, 1000.0, "HBM3e", "OAM", "hbm"),
     "l20": (48.0, 864.0, 119.0, 275.0, "GDDR6", "PCIe", "gddr-pcie"),
     "rtx-4080": (16.0, 716.8, 97.5, 320.0, "GDDR6X", "PCIe", "consumer"),
+    "b300": (270.0, 7700.0, 2250.0, 1100.0, "HBM3e", "SXM6", "hbm"),
+    "gb300": (279.0, 8000.0, 2500.0, 1400.0, "HBM3e", "superchip", "hbm"),
+    "mi355x": (288.0, 8000.0, 2500.0, 1400.0, "HBM3e", "OAM", "hbm"),
+    "rtx-pro-6000": (96.0, 1792.0, 503.8, 600.0, "GDDR7", "PCIe", "gddr-pcie"),
 }
 
 
