@@ -68,6 +68,12 @@ def test_gb200_power_scope() -> None:
     assert gb200.peak_dense_tops["fp4"] == 4 * gb200.peak_dense_tops["bf16"]
 
 
+def test_an_nvl72_rack_is_one_nvlink_domain() -> None:
+    """A tensor- or expert-parallel group of GB200 or GB300 GPUs may span the 72-GPU rack, not only a 4-GPU tray."""
+    for gpu_id in ("gb200", "gb300"):
+        assert get_gpu(gpu_id).gpus_per_node == 72 and get_gpu(gpu_id).link_kind == "fabric"
+
+
 def test_a10g_is_not_the_a10() -> None:
     """AWS's A10G runs at twice the A10's power limit and at half its fp16 tensor rate (GeForce-class accumulate)."""
     a10g, a10 = get_gpu("a10g"), get_gpu("a10")
