@@ -27,7 +27,7 @@ PHASES = ("prefill", "decode", "total")
 LEVELS = ("request", "batch", "steady_state")
 ON_ERROR = ("raise", "drop", "keep")
 WINDOW_METHODS = ("single", "amortised", "lengthened")
-QUANTISATIONS = ("none", "awq", "gptq", "hqq", "bnb-int8", "bnb-nf4", "bnb-fp4", "fp8", "mxfp4", "nvfp4", "gguf", "other",
+QUANTISATIONS = ("none", "awq", "gptq", "hqq", "bnb-int8", "bnb-nf4", "bnb-fp4", "fp8", "fp8-marlin", "mxfp4", "nvfp4", "gguf", "other",
                  "gguf-q3-k-m", "gguf-q3-k-l", "gguf-q4-0", "gguf-q4-1", "gguf-q4-k-s", "gguf-q4-k-m",
                  "gguf-q5-0", "gguf-q5-1", "gguf-q5-k-s", "gguf-q5-k-m", "gguf-q6-k", "gguf-q8-0")
 

@@ -105,6 +105,9 @@ METHODS: dict[str, QuantMethod] = {m.id: m for m in (
     QuantMethod("bnb-fp4", "bnb-4bit", "int4", ("int4", "fp4"), BNB_4BIT_SCALE_BYTES,
                 "bitsandbytes FP4: 4-bit weights dequantised to 16 bits before each GEMM"),
     QuantMethod("fp8", "native", "fp8", ("fp8",), 0.0, "FP8 weights and FP8 arithmetic (W8A8)"),
+    QuantMethod("fp8-marlin", "weight-only", "fp8", ("fp8",), 0.0,
+                "FP8 weights, 16-bit arithmetic (W8A16): how vLLM runs an FP8 checkpoint on a GPU without FP8 "
+                "tensor cores (Turing, Ampere), through its FP8 Marlin kernel"),
     QuantMethod("mxfp4", "weight-only", "fp4", ("fp4",), 0.0, "MXFP4 weights, arithmetic in the activation dtype"),
     QuantMethod("nvfp4", "weight-only", "fp4", ("fp4",), 0.0, "NVFP4 weights, arithmetic in the activation dtype"),
     *(QuantMethod(f"gguf-{t}", "weight-only", "int8" if bits >= 8 else "int4", ("int8",) if bits >= 8 else ("int4",),
@@ -134,6 +137,7 @@ ALIASES: dict[str, str] = {
     "bnb-4bit": "bnb-nf4", "bnb4": "bnb-nf4", "nf4": "bnb-nf4", "bitsandbytes-nf4": "bnb-nf4", "bitsandbytes-4bit": "bnb-nf4",
     "load-in-4bit": "bnb-nf4", "bitsandbytes-fp4": "bnb-fp4",
     "float8": "fp8", "fp8-e4m3": "fp8",
+    "fp8-w8a16": "fp8-marlin", "w8a16-fp8": "fp8-marlin", "fp8-weight-only": "fp8-marlin",
     **{t: f"gguf-{t}" for t in GGUF_FILE_GIB}, "q4-k": "gguf-q4-k-m", "q5-k": "gguf-q5-k-m", "q3-k": "gguf-q3-k-m",
     "gguf-q4-k": "gguf-q4-k-m", "gguf-q5-k": "gguf-q5-k-m", "gguf-q3-k": "gguf-q3-k-m",
 }
