@@ -71,7 +71,7 @@ class RequestOptions:
         dtype: weight precision (``fp16``, ``bf16``, ``fp8``, ``int8``, ``int4``, ...); ``None``:
             ``fp16``, or the quantisation method's own dtype when ``quantisation`` is given.
         quantisation: weight quantisation method (``awq``, ``gptq``, ``bnb-int8``, ``bnb-nf4``,
-            ``bnb-fp4``, ``fp8``, ``mxfp4``, ``nvfp4``, ``none``; :mod:`llmco2.specs.quantisation`);
+            ``bnb-fp4``, ``fp8``, ``fp8-marlin``, ``mxfp4``, ``nvfp4``, ``none``, GGUF types; :mod:`llmco2.specs.quantisation`);
             ``None``: the kernels the dtype implies. In a request file, the method of rows without
             a ``quantisation`` column (or with an empty cell).
         act_dtype, kv_dtype: activation and KV-cache precisions (default: ``dtype``).

@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction, handlers: dict) -> None:
     add_request_args(p, single=False)
     p.add_argument("--quantisation", default=None, metavar="METHOD",
                    help="weight quantisation method: awq, gptq (Marlin/ExLlama: 4-bit weights, 16-bit arithmetic), bnb-int8, "
-                        "bnb-nf4, bnb-fp4 (bitsandbytes: dequantising kernels, slower than fp16), fp8, mxfp4, nvfp4, none, "
+                        "bnb-nf4, bnb-fp4 (bitsandbytes: dequantising kernels, slower than fp16), fp8, fp8-marlin (FP8 weights, "
+                        "16-bit arithmetic: vLLM on GPUs without FP8), mxfp4, nvfp4, none, "
                         "or a GGUF type (llama.cpp / Ollama: gguf-q4-k-m, also Q4_K_M, ... gguf-q8-0); "
                         "sets the weight dtype when --dtype is left out (default: the kernels --dtype implies); with "
                         "--requests, the default for rows without a quantisation column")
