@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import llmco2
+from llmco2.cli.flags import command_line_text
 from llmco2.errors import InvalidInputError
 from llmco2.specs import Request
 from llmco2.specs.quantisation import canonical_quantisation, quant_path
@@ -21,8 +22,9 @@ def test_weights_are_fp8_and_the_arithmetic_is_the_activations() -> None:
 
 
 def test_fp8_on_an_ampere_gpu_is_refused_with_the_method_to_name() -> None:
-    with pytest.raises(InvalidInputError, match=r"a100-80gb has no fp8 throughput.*--quantisation fp8-marlin"):
+    with pytest.raises(InvalidInputError, match=r"a100-80gb has no fp8 throughput.*`quantisation='fp8-marlin'`") as err:
         llmco2.predict("llama3.1-8b", "a100-80gb", prompt_tokens=512, generated_tokens=64, dtype="fp8")
+    assert command_line_text(str(err.value)).endswith("(--quantisation fp8-marlin)")
 
 
 def test_w8a16_decode_streams_half_the_bytes_of_bf16() -> None:

@@ -184,7 +184,7 @@ def validate_request(request: Request, arch: ModelArch, gpu: GPU, check_context:
     if tp > 1 and gpu.interconnect_bandwidth_gb_s <= 0:
         raise InvalidInputError(f"{gpu.id} has no GPU-to-GPU interconnect; use `gpus=1`", field="num_gpus")
     if not gpu.supports(request.compute_dtype):  # type: ignore[arg-type]
-        hint = ("; an FP8 checkpoint runs there with 16-bit arithmetic, as vLLM runs it (--quantisation fp8-marlin)"
+        hint = ("; an FP8 checkpoint runs there with 16-bit arithmetic, as vLLM runs it (`quantisation='fp8-marlin'`)"
                 if request.compute_dtype == "fp8" and request.weight_dtype == "fp8" else "")
         raise InvalidInputError(
             f"{gpu.id} has no {request.compute_dtype} throughput; supported: {', '.join(sorted(gpu.peak_dense_tops))}{hint}",
